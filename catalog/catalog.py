@@ -1,0 +1,219 @@
+"""A filesystem catalog over a warehouse URL (a local path or any fsspec URL).
+
+    <warehouse>/<database>.db/_DATABASE          marker: the database exists (JSON properties)
+    <warehouse>/<database>.db/<table>/...        the table's file store (see filestore.paths)
+
+A table exists exactly when its `schema/schema-0` exists; CREATE TABLE publishes it with an exclusive create and
+DROP TABLE removes the whole table directory. Names can never escape the warehouse.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import pyarrow as pa
+
+from catalog.errors import (
+    DatabaseAlreadyExistsError,
+    DatabaseNotEmptyError,
+    DatabaseNotFoundError,
+    InvalidIdentifierError,
+    InvalidTableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from catalog.options import BUCKET, TableOptions, session_defaults, validate_table_options
+from filestore.fileio import FileIO
+from filestore.paths import TablePaths
+from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
+from filestore.store import FileStore
+
+log = logging.getLogger(__name__)
+
+DATABASE_MARKER = "_DATABASE"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+RESERVED_COLUMNS = (*SYSTEM_COLUMNS, "_row_kind")
+
+
+def _check_name(name: str, what: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidIdentifierError(
+            f"invalid {what} name {name!r}: use letters, digits, '_' and '-' (no '/', '.', '..' or empty names)"
+        )
+    return name
+
+
+def parse_identifier(identifier: str) -> tuple[str, str]:
+    """'db.table' -> ('db', 'table')."""
+    parts = identifier.split(".") if isinstance(identifier, str) else []
+    if len(parts) != 2:
+        raise InvalidIdentifierError(f"table identifier {identifier!r} must be 'database.table'")
+    return _check_name(parts[0], "database"), _check_name(parts[1], "table")
+
+
+@dataclass(frozen=True)
+class CatalogTable:
+    """A loaded table: its identifier, directory, schema, typed options and file store."""
+
+    identifier: str
+    path: str
+    schema: TableSchema
+    options: TableOptions
+    store: FileStore
+
+
+_PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_date,
+                    pa.types.is_boolean)
+
+
+class Catalog:
+    def __init__(self, warehouse: str, options: Mapping[str, str] | None = None) -> None:
+        self.warehouse = warehouse
+        self.session_options = session_defaults(options or {})
+        self.io, self.root = FileIO.from_url(warehouse)
+
+    # -- databases -----------------------------------------------------------------------------
+    def _db_path(self, name: str) -> str:
+        return f"{self.root}/{_check_name(name, 'database')}.db"
+
+    def database_exists(self, name: str) -> bool:
+        return self.io.exists(f"{self._db_path(name)}/{DATABASE_MARKER}")
+
+    def create_database(
+        self, name: str, ignore_if_exists: bool = False, properties: Mapping[str, str] | None = None
+    ) -> None:
+        marker = f"{self._db_path(name)}/{DATABASE_MARKER}"
+        if not self.io.create_exclusive(marker, json.dumps(dict(properties or {})).encode()):
+            if not ignore_if_exists:
+                raise DatabaseAlreadyExistsError(f"database {name!r} already exists in {self.warehouse}")
+
+    def list_databases(self) -> list[str]:
+        names = []
+        for status in self.io.list_dir(self.root):
+            base = status.path.rsplit("/", 1)[-1]
+            if status.is_dir and base.endswith(".db") and self.io.exists(f"{status.path}/{DATABASE_MARKER}"):
+                names.append(base[: -len(".db")])
+        return sorted(names)
+
+    def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        if not self.database_exists(name):
+            if ignore_if_not_exists:
+                return
+            raise DatabaseNotFoundError(f"database {name!r} does not exist in {self.warehouse}")
+        tables = self.list_tables(name)
+        if tables and not cascade:
+            raise DatabaseNotEmptyError(
+                f"database {name!r} is not empty (tables: {', '.join(tables)}); drop it with cascade=True"
+            )
+        for table in tables:
+            self.drop_table(f"{name}.{table}", ignore_if_not_exists=True)
+        self.io.delete_dir(self._db_path(name))
+
+    # -- tables --------------------------------------------------------------------------------
+    def _table_path(self, database: str, table: str) -> str:
+        return f"{self._db_path(database)}/{table}"
+
+    def table_exists(self, identifier: str) -> bool:
+        db, table = parse_identifier(identifier)
+        return self.io.exists(TablePaths(self._table_path(db, table)).schema_file(0))
+
+    def list_tables(self, database: str) -> list[str]:
+        if not self.database_exists(database):
+            raise DatabaseNotFoundError(f"database {database!r} does not exist in {self.warehouse}")
+        names = []
+        for status in self.io.list_dir(self._db_path(database)):
+            name = status.path.rsplit("/", 1)[-1]
+            if status.is_dir and self.io.exists(TablePaths(status.path).schema_file(0)):
+                names.append(name)
+        return sorted(names)
+
+    def create_table(
+        self,
+        identifier: str,
+        schema: pa.Schema,
+        primary_key: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
+        ignore_if_exists: bool = False,
+        comment: str | None = None,
+    ) -> CatalogTable:
+        db, name = parse_identifier(identifier)
+        if not self.database_exists(db):
+            raise DatabaseNotFoundError(f"database {db!r} does not exist (creating table {identifier!r})")
+        table_options = validate_table_options(options or {})
+        effective = {**self.session_options, **table_options}
+        table_schema = self._validate_schema(identifier, schema, primary_key or (), partition_by or (), effective)
+        path = self._table_path(db, name)
+        if not SchemaManager(self.io, TablePaths(path)).create(table_schema):
+            if ignore_if_exists:
+                return self.get_table(identifier)
+            raise TableAlreadyExistsError(f"table {identifier!r} already exists")
+        log.info("created table %s at %s", identifier, path)
+        return self.get_table(identifier)
+
+    def _validate_schema(
+        self,
+        identifier: str,
+        schema: pa.Schema,
+        primary_key: Sequence[str],
+        partition_by: Sequence[str],
+        options: Mapping[str, str],
+    ) -> TableSchema:
+        if not isinstance(schema, pa.Schema) or len(schema) == 0:
+            raise InvalidTableError(f"table {identifier!r}: schema must be a non-empty pyarrow.Schema")
+        names = schema.names
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise InvalidTableError(f"table {identifier!r}: duplicate columns {dup}")
+        reserved = [n for n in names if n in RESERVED_COLUMNS]
+        if reserved:
+            raise InvalidTableError(f"table {identifier!r}: column names {reserved} are reserved")
+        for what, cols in (("primary-key", primary_key), ("partition", partition_by)):
+            missing = [c for c in cols if c not in names]
+            if missing:
+                raise InvalidTableError(f"table {identifier!r}: {what} columns {missing} are not in the schema {names}")
+            if len(set(cols)) != len(cols):
+                raise InvalidTableError(f"table {identifier!r}: {what} columns {list(cols)} repeat a column")
+        nullable = [c for c in primary_key if schema.field(c).nullable]
+        if nullable:
+            raise InvalidTableError(
+                f"table {identifier!r}: primary-key columns {nullable} must be non-nullable "
+                f"(declare them as pa.field(name, type, nullable=False))"
+            )
+        if primary_key and partition_by and not set(partition_by) <= set(primary_key):
+            raise InvalidTableError(
+                f"table {identifier!r}: partition columns {list(partition_by)} must be part of the primary key "
+                f"{list(primary_key)} (a key cannot move between partitions)"
+            )
+        bad = [c for c in partition_by if not any(check(schema.field(c).type) for check in _PARTITION_TYPES)]
+        if bad:
+            raise InvalidTableError(
+                f"table {identifier!r}: partition columns {bad} must be string, integer, date or boolean"
+            )
+        if TableOptions(options).bucket < 1:
+            raise InvalidTableError(f"table {identifier!r}: option {BUCKET.key!r} must be >= 1")
+        return TableSchema(0, schema, tuple(primary_key), tuple(partition_by), dict(options))
+
+    def get_table(self, identifier: str) -> CatalogTable:
+        db, name = parse_identifier(identifier)
+        path = self._table_path(db, name)
+        manager = SchemaManager(self.io, TablePaths(path))
+        if not self.io.exists(manager.paths.schema_file(0)):
+            raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
+        schema = manager.latest()
+        options = TableOptions(dict(schema.options))
+        store = FileStore(self.io, path, schema, options.to_filestore(), identifier)
+        return CatalogTable(identifier, path, schema, options, store)
+
+    def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
+        if not self.table_exists(identifier):
+            if ignore_if_not_exists:
+                return
+            raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
+        db, name = parse_identifier(identifier)
+        path = self._table_path(db, name)
+        self.io.delete_dir(path)
+        log.info("dropped table %s and removed %s", identifier, path)

@@ -1,0 +1,38 @@
+"""The one and only bucket function of a table. The log store receives bucket numbers from here; nothing else hashes.
+
+bucket(row) = siphash-2-4(order-preserving key bytes of the bucket key) mod num_buckets, where the bucket key is
+the primary key, or the whole row for a table without one. The hash is pandas' `hash_array` on bytes (SipHash with
+pandas' fixed key), which is deterministic across processes and machines. This is an on-disk contract: changing it
+moves rows to other buckets, so tests pin known values.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+from pandas.util import hash_array
+
+from filestore.keycodec import KeyCodec
+
+
+def key_hashes(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
+    """uint64 hash of each row's bucket key, vectorised."""
+    columns = [table.column(c) for c in key_columns]
+    codec = KeyCodec([c.type for c in columns])
+    encoded = codec.encode_columns(columns)
+    values = np.asarray(encoded.to_numpy(zero_copy_only=False), dtype=object)
+    return hash_array(values, categorize=False)
+
+
+def bucket_of(table: pa.Table, key_columns: Sequence[str], num_buckets: int) -> np.ndarray:
+    """int32 bucket number of each row of `table`."""
+    if num_buckets == 1 or table.num_rows == 0:
+        return np.zeros(table.num_rows, dtype=np.int32)
+    return (key_hashes(table, key_columns) % np.uint64(num_buckets)).astype(np.int32)
+
+
+def bucket_of_key(values: Sequence[object], types: Sequence[pa.DataType], num_buckets: int) -> int:
+    """The bucket of one key, e.g. for a point lookup; equal to `bucket_of` on a one-row table."""
+    encoded = KeyCodec(types).encode(values)
+    return int(hash_array(np.array([encoded], dtype=object), categorize=False)[0] % np.uint64(num_buckets))

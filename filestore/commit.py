@@ -1,0 +1,175 @@
+"""The global commit: commit messages -> manifest -> manifest list -> `snapshot-(N+1)`.
+
+Protocol (one attempt; the whole attempt repeats when another writer publishes first):
+1. If a snapshot of this (commit user, identifier) exists, return its id: re-committing is a no-op.
+2. Read the latest snapshot N and its live files.
+3. Build the commit as a value (`_Delta`): files added, files deleted (the messages' deletions plus, for an
+   overwrite, every live file in its scope), log offsets, kind. No side effects yet.
+4. Validate it against snapshot N in one place: every deleted file must be live in N, else CommitConflictError
+   (retrying cannot help; the caller must re-plan).
+5. Write the delta manifest and the manifest lists (new, uniquely named files: invisible until step 6).
+6. Publish `snapshot-(N+1)` with an exclusive create. Lost the race: delete the files of step 5, go to 1.
+A crash anywhere before 6 leaves only unreferenced files (orphans); after 6 the commit is complete.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+
+from filestore.errors import CommitConflictError, CommitRetriesExhaustedError
+from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
+
+if TYPE_CHECKING:
+    from filestore.store import FileStore
+
+log = logging.getLogger(__name__)
+
+Overwrite = Literal["all", "dynamic"] | Mapping[str, str] | None
+"""None: append. "all": replace the whole table. "dynamic": replace the partitions the new files are in.
+A mapping of partition key -> rendered value: replace the partitions matching that (possibly partial) spec."""
+
+
+@dataclass(frozen=True)
+class _Delta:
+    entries: tuple[ManifestEntry, ...]
+    added_rows: int
+    deleted_rows: int
+
+
+class FileStoreCommit:
+    def __init__(self, store: "FileStore", commit_user: str) -> None:
+        self.store = store
+        self.commit_user = commit_user
+
+    def find_committed(self, identifier: int) -> int | None:
+        """The id of the snapshot this user committed with `identifier`, if any (scanning newest first)."""
+        sm = self.store.snapshots
+        latest, earliest = sm.latest_id(), sm.earliest_id()
+        if latest is None or earliest is None:
+            return None
+        for sid in range(latest, earliest - 1, -1):
+            if not sm.exists(sid):
+                continue
+            s = sm.get(sid)
+            if s.commit_user == self.commit_user:
+                if s.commit_identifier == identifier:
+                    return sid
+                if s.commit_identifier < identifier:
+                    return None
+        return None
+
+    def commit(
+        self,
+        messages: Sequence[CommitMessage],
+        *,
+        identifier: int,
+        kind: CommitKind = CommitKind.APPEND,
+        log_offsets: Mapping[int, int] | None = None,
+        overwrite: Overwrite = None,
+    ) -> int | None:
+        """Publish one snapshot for `messages`; its id (None when there was nothing to commit on an empty table)."""
+        if overwrite is not None:
+            kind = CommitKind.OVERWRITE
+        for attempt in range(self.store.options.commit_max_retries + 1):
+            done = self.find_committed(identifier)
+            if done is not None:
+                return done
+            latest = self.store.snapshots.latest()
+            live = self.store.live_entries(latest)
+            delta = self._build(messages, live, overwrite)
+            if not delta.entries and not log_offsets and overwrite is None:
+                return None if latest is None else latest.id
+            self._validate(delta, live)
+            written: list[str] = []
+            snapshot = self._prepare_snapshot(latest, live, delta, identifier, kind, log_offsets or {}, written)
+            if self.store.snapshots.try_publish(snapshot):
+                log.info("table %s: committed snapshot %s (%s)", self.store.table_name, snapshot.id, kind.value)
+                return snapshot.id
+            log.info("table %s: snapshot %s taken by another writer, retrying", self.store.table_name, snapshot.id)
+            for name in written:
+                self.store.io.delete(self.store.paths.manifest_file(name))
+            time.sleep(min(0.001 * 2**attempt, 0.5))
+        raise CommitRetriesExhaustedError(
+            f"table {self.store.table_name!r}: gave up after {self.store.options.commit_max_retries} retries, "
+            "other writers kept committing first"
+        )
+
+    def _build(
+        self, messages: Sequence[CommitMessage], live: dict[tuple[Partition, int, str], ManifestEntry], overwrite: Overwrite
+    ) -> _Delta:
+        entries: list[ManifestEntry] = []
+        added_rows = deleted_rows = 0
+        new_partitions: set[Partition] = set()
+        for m in messages:
+            for f in m.added:
+                entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
+                added_rows += f.row_count
+                new_partitions.add(m.partition)
+            for f in m.deleted:
+                entries.append(ManifestEntry(FileKind.DELETE, m.partition, m.bucket, m.total_buckets, f))
+                deleted_rows += f.row_count
+        if overwrite is not None:
+            keys = self.store.schema.partition_keys
+            for e in live.values():
+                if overwrite == "all":
+                    hit = True
+                elif overwrite == "dynamic":
+                    hit = e.partition in new_partitions
+                else:
+                    values = dict(zip(keys, e.partition))
+                    hit = all(values.get(k) == v for k, v in overwrite.items())  # type: ignore[union-attr]
+                if hit:
+                    entries.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
+                    deleted_rows += e.file.row_count
+        return _Delta(tuple(entries), added_rows, deleted_rows)
+
+    def _validate(self, delta: _Delta, live: dict[tuple[Partition, int, str], ManifestEntry]) -> None:
+        gone = [e.file.file_name for e in delta.entries if e.kind == FileKind.DELETE and e.identifier not in live]
+        if gone:
+            raise CommitConflictError(self.store.table_name, gone)
+
+    def _prepare_snapshot(
+        self,
+        latest: Snapshot | None,
+        live: dict[tuple[Partition, int, str], ManifestEntry],
+        delta: _Delta,
+        identifier: int,
+        kind: CommitKind,
+        log_offsets: Mapping[int, int],
+        written: list[str],
+    ) -> Snapshot:
+        mio = self.store.manifests
+        schema_id = self.store.schema.id
+        base: list[ManifestFileMeta] = []
+        if latest is not None:
+            base = mio.read_manifest_list(latest.base_manifest_list) + mio.read_manifest_list(
+                latest.delta_manifest_list
+            )
+        if len(base) > self.store.options.manifest_merge_min_count:
+            merged = mio.write_manifest(list(live.values()), schema_id)  # full merge: only live ADDs remain
+            written.append(merged.file_name)
+            base = [merged]
+        delta_meta = mio.write_manifest(delta.entries, schema_id)
+        written.append(delta_meta.file_name)
+        base_list = mio.write_manifest_list(base)
+        written.append(base_list)
+        delta_list = mio.write_manifest_list([delta_meta])
+        written.append(delta_list)
+        total = 0 if latest is None else latest.total_record_count
+        offsets = dict(latest.log_offsets) if latest is not None else {}
+        offsets.update(log_offsets)
+        return Snapshot(
+            id=1 if latest is None else latest.id + 1,
+            schema_id=schema_id,
+            base_manifest_list=base_list,
+            delta_manifest_list=delta_list,
+            commit_user=self.commit_user,
+            commit_identifier=identifier,
+            commit_kind=kind,
+            time_millis=int(time.time() * 1000),
+            total_record_count=total + delta.added_rows - delta.deleted_rows,
+            delta_record_count=delta.added_rows - delta.deleted_rows,
+            log_offsets=offsets,
+        )

@@ -1,0 +1,136 @@
+"""Data files: a sorted run written as one or more files of the table's format, with their metadata.
+
+A data file holds `_SEQUENCE_NUMBER`, `_VALUE_KIND` (and `_VALUE_COUNT` without a primary key) followed by the
+row columns, sorted by key. Files of one run have disjoint key ranges; a run rolls to a new file at
+`target-file-size` (estimated from the in-memory size).
+"""
+from __future__ import annotations
+
+import io as _io
+import time
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+
+from filestore.errors import CorruptFileError, FileStoreError
+from filestore.fileio import FileIO
+from filestore.keycodec import KeyCodec, KeyCodecError, encode_value
+from filestore.merge import KIND, SEQ
+from filestore.meta import ColumnStats, DataFileMeta, Partition, ValueKind
+from filestore.paths import TablePaths
+
+FORMATS = ("parquet", "orc")
+
+
+def _serialize(table: pa.Table, file_format: str, compression: str) -> bytes:
+    sink = _io.BytesIO()
+    if file_format == "parquet":
+        pq.write_table(table, sink, compression=compression)
+    elif file_format == "orc":
+        orc.write_table(table, sink, compression=compression)
+    else:
+        raise FileStoreError(f"unknown file format {file_format!r}; valid: {', '.join(FORMATS)}")
+    return sink.getvalue()
+
+
+def read_data_file(io: FileIO, path: str, file_format: str, columns: Sequence[str] | None = None) -> pa.Table:
+    try:
+        with io.open_input(path) as f:
+            if file_format == "parquet":
+                return pq.read_table(f, columns=list(columns) if columns is not None else None)
+            return orc.read_table(f, columns=list(columns) if columns is not None else None)
+    except FileNotFoundError:
+        raise FileStoreError(f"data file {path} is missing: was it removed by hand or by a bad orphan cleanup?")
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(path, str(e)) from e
+
+
+def column_stats(table: pa.Table, columns: Sequence[str]) -> tuple[ColumnStats, ...]:
+    out = []
+    for name in columns:
+        col = table.column(name)
+        try:
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            out.append(
+                ColumnStats(
+                    name,
+                    None if lo is None else encode_value(lo, col.type),
+                    None if hi is None else encode_value(hi, col.type),
+                    col.null_count,
+                )
+            )
+        except (KeyCodecError, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue  # no order on this type: the column is never used to skip files
+    return tuple(out)
+
+
+class DataFileWriter:
+    """Writes sorted runs of one table."""
+
+    def __init__(
+        self,
+        io: FileIO,
+        paths: TablePaths,
+        *,
+        partition_keys: Sequence[str],
+        key_columns: Sequence[str],
+        stats_columns: Sequence[str],
+        schema_id: int,
+        file_format: str,
+        compression: str,
+        target_file_size: int,
+    ) -> None:
+        self.io = io
+        self.paths = paths
+        self.partition_keys = tuple(partition_keys)
+        self.key_columns = tuple(key_columns)
+        self.stats_columns = tuple(stats_columns)
+        self.schema_id = schema_id
+        self.file_format = file_format
+        self.compression = compression
+        self.target_file_size = target_file_size
+        self._key_codec: KeyCodec | None = None
+
+    def _codec(self, run: pa.Table) -> KeyCodec:
+        if self._key_codec is None:
+            self._key_codec = KeyCodec([run.schema.field(k).type for k in self.key_columns])
+        return self._key_codec
+
+    def write_run(self, run: pa.Table, partition: Partition, bucket: int, level: int) -> list[DataFileMeta]:
+        """Write one sorted run (already merged and sorted by key) as files rolling at target-file-size."""
+        if run.num_rows == 0:
+            return []
+        bytes_per_row = max(1, run.nbytes // run.num_rows)
+        rows_per_file = max(1, self.target_file_size // bytes_per_row)
+        metas = []
+        for start in range(0, run.num_rows, rows_per_file):
+            metas.append(self._write_file(run.slice(start, rows_per_file), partition, bucket, level))
+        return metas
+
+    def _write_file(self, chunk: pa.Table, partition: Partition, bucket: int, level: int) -> DataFileMeta:
+        name = self.paths.new_data_file_name()
+        path = self.paths.data_file(self.partition_keys, partition, bucket, name)
+        data = _serialize(chunk, self.file_format, self.compression)
+        self.io.write_bytes(path, data)
+        codec = self._codec(chunk)
+        keys = chunk.select(list(self.key_columns))
+        seq = pc.min_max(chunk.column(SEQ))
+        deletes = pc.sum(pc.equal(chunk.column(KIND), pa.scalar(int(ValueKind.DELETE), pa.int8()))).as_py() or 0
+        return DataFileMeta(
+            file_name=name,
+            file_size=len(data),
+            row_count=chunk.num_rows,
+            min_key=codec.encode([c[0].as_py() for c in keys.columns]),
+            max_key=codec.encode([c[-1].as_py() for c in keys.columns]),
+            min_sequence_number=seq["min"].as_py(),
+            max_sequence_number=seq["max"].as_py(),
+            level=level,
+            schema_id=self.schema_id,
+            creation_time_ms=int(time.time() * 1000),
+            delete_row_count=int(deletes),
+            stats=column_stats(chunk, self.stats_columns),
+        )

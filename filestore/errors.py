@@ -1,0 +1,43 @@
+"""The closed set of errors the file store raises. Every one carries the path or table concerned."""
+from __future__ import annotations
+
+
+class FileStoreError(Exception):
+    """Root of every error the file store raises."""
+
+
+class CommitConflictError(FileStoreError):
+    """A commit deletes a data file that is no longer live in the latest snapshot.
+
+    Retrying the same commit cannot succeed: the writer must re-plan (e.g. rerun the compaction or overwrite).
+    """
+
+    def __init__(self, table: str, files: list[str]) -> None:
+        shown = ", ".join(files[:5]) + (" ..." if len(files) > 5 else "")
+        super().__init__(f"commit conflict on table {table!r}: files already deleted by another commit: {shown}")
+        self.table = table
+        self.files = files
+
+
+class CommitRetriesExhaustedError(FileStoreError):
+    """Other writers kept publishing first until the retry budget ran out."""
+
+
+class SnapshotNotFoundError(FileStoreError):
+    """A snapshot id or timestamp asked for does not exist (or was expired)."""
+
+
+class CorruptFileError(FileStoreError):
+    """A metadata or data file could not be parsed; names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"corrupt file {path}: {reason}")
+        self.path = path
+
+
+class SchemaMismatchError(FileStoreError):
+    """Data written does not fit the table's schema; names the table and the columns concerned."""
+
+
+class InvalidWriteError(FileStoreError):
+    """A write is malformed: bad row kinds, rows outside a static overwrite partition, null primary keys..."""

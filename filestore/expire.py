@@ -1,0 +1,101 @@
+"""Snapshot expiration and orphan-file removal.
+
+Expiration keeps the newest `snapshot.num-retained.min` snapshots always, never more than
+`snapshot.num-retained.max`, and in between those younger than `snapshot.time-retained`. It expires from the
+front only (ids stay contiguous), in this order:
+1. move the EARLIEST hint past the expired ids and delete their snapshot files (no new reader can start on them);
+2. delete every data file, manifest and manifest list that some expired snapshot used and no retained one does.
+A crash between 1 and 2 leaves unreferenced files, which orphan removal deletes later.
+
+Orphan removal deletes files under the table directory that no retained snapshot references and that are older
+than a grace period (files of writes still in flight are young, so they survive).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from filestore.meta import Snapshot
+from filestore.paths import snapshot_id_of
+
+if TYPE_CHECKING:
+    from filestore.store import FileStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    expired_snapshots: tuple[int, ...]
+    deleted_files: int
+
+
+def _referenced(store: "FileStore", snapshot: Snapshot) -> set[str]:
+    """Every path a snapshot needs: its data files, manifests and manifest lists."""
+    mio, paths = store.manifests, store.paths
+    refs = {paths.manifest_file(snapshot.base_manifest_list), paths.manifest_file(snapshot.delta_manifest_list)}
+    for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+        for m in mio.read_manifest_list(name):
+            refs.add(paths.manifest_file(m.file_name))
+    for e in store.live_entries(snapshot).values():
+        refs.add(store.data_file_path(e.partition, e.bucket, e.file.file_name))
+    return refs
+
+
+def expire_snapshots(store: "FileStore", now_ms: int | None = None) -> ExpireResult:
+    o = store.options
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    sm = store.snapshots
+    snapshots = list(sm.snapshots())
+    n = len(snapshots)
+    expire_count = 0
+    for i, s in enumerate(snapshots):
+        remaining = n - i
+        if remaining <= o.snapshot_num_retained_min:
+            break
+        if remaining > o.snapshot_num_retained_max or s.time_millis < now_ms - o.snapshot_time_retained_ms:
+            expire_count = i + 1
+        else:
+            break
+    if expire_count == 0:
+        return ExpireResult((), 0)
+    expired, retained = snapshots[:expire_count], snapshots[expire_count:]
+    keep: set[str] = set()
+    for s in retained:
+        keep |= _referenced(store, s)
+    candidates: set[str] = set()
+    for s in expired:
+        candidates |= _referenced(store, s)
+    sm.set_earliest_hint(retained[0].id)
+    for s in expired:
+        sm.delete(s.id)
+    doomed = sorted(candidates - keep)
+    for path in doomed:
+        store.io.delete(path)
+    log.info("table %s: expired snapshots %s..%s, deleted %s files", store.table_name, expired[0].id,
+             expired[-1].id, len(doomed))
+    return ExpireResult(tuple(s.id for s in expired), len(doomed))
+
+
+def remove_orphan_files(store: "FileStore", older_than_ms: int) -> list[str]:
+    """Delete unreferenced files last modified before `older_than_ms` (epoch ms); returns their paths."""
+    keep: set[str] = set()
+    for s in store.snapshots.snapshots():
+        keep |= _referenced(store, s)
+    removed = []
+    for status in store.io.walk_files(store.paths.root):
+        name = status.path.rsplit("/", 1)[-1]
+        if status.path.startswith(store.paths.schema_dir + "/"):
+            continue
+        if status.path.startswith(store.paths.snapshot_dir + "/") and (
+            snapshot_id_of(name) is not None or name in ("LATEST", "EARLIEST")
+        ):
+            continue
+        if status.path in keep or status.mtime_ms >= older_than_ms:
+            continue
+        store.io.delete(status.path)
+        removed.append(status.path)
+    log.info("table %s: removed %s orphan files", store.table_name, len(removed))
+    return removed

@@ -1,0 +1,150 @@
+"""The one IO seam of the file store: every byte the file store reads or writes goes through `FileIO`.
+
+Contract (what each call raises):
+- `read_bytes` / `open_input`: `FileNotFoundError` when the path does not exist.
+- `create_exclusive(path, data)`: atomically creates `path` with the whole of `data` or returns False when
+  `path` already exists. A reader never sees a partial file at `path`. On a local disk the bytes go to a temp
+  file which is hard-linked to `path` (link fails if it exists); elsewhere fsspec's exclusive mode ("xb") is used,
+  which object stores implement as a conditional put.
+- `write_bytes(path, data)`: for new, uniquely named files only (data files, manifests); may overwrite.
+- `delete(path)`: missing files are ignored.
+
+Tests inject faults by subclassing `FileIO` (see tests/filestore/faulty_io.py).
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import IO, Iterator
+
+import fsspec
+import pyarrow.fs as pafs
+from fsspec.implementations.local import LocalFileSystem
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+
+class FileIO:
+    """A file system rooted nowhere in particular: paths are the fsspec paths of `fs`."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
+        self.fs = fs
+        self._local = isinstance(fs, LocalFileSystem)
+
+    @staticmethod
+    def from_url(url: str) -> tuple["FileIO", str]:
+        """The FileIO for a warehouse URL (a local path or any fsspec URL) and the path inside it."""
+        fs, path = fsspec.core.url_to_fs(url)
+        if isinstance(fs, LocalFileSystem):
+            path = os.path.abspath(path)
+        return FileIO(fs), path.rstrip("/") or "/"
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_bytes(self, path: str) -> bytes:
+        data: bytes = self.fs.cat_file(path)
+        return data
+
+    def open_input(self, path: str) -> IO[bytes]:
+        return self.fs.open(path, "rb")  # type: ignore[no-any-return]
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """Direct children of `path`; empty when it does not exist."""
+        try:
+            infos = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        return [self._status(i) for i in infos if i["name"].rstrip("/") != path.rstrip("/")]
+
+    def walk_files(self, path: str) -> Iterator[FileStatus]:
+        """Every file under `path`, recursively."""
+        try:
+            found = self.fs.find(path, detail=True)
+        except FileNotFoundError:
+            return
+        for info in found.values():
+            if info.get("type") != "directory":
+                yield self._status(info)
+
+    def _status(self, info: dict[str, object]) -> FileStatus:
+        mtime = info.get("mtime") or info.get("created") or info.get("LastModified") or 0
+        if hasattr(mtime, "timestamp"):
+            mtime_ms = int(mtime.timestamp() * 1000)
+        else:
+            mtime_ms = int(float(mtime) * 1000)  # type: ignore[arg-type]
+        return FileStatus(
+            path=str(info["name"]).rstrip("/"),
+            size=int(info.get("size") or 0),  # type: ignore[call-overload]
+            mtime_ms=mtime_ms,
+            is_dir=info.get("type") == "directory",
+        )
+
+    # -- writing -------------------------------------------------------------------------------
+    def mkdirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self.mkdirs(self._parent(path))
+        with self.fs.open(path, "wb") as f:
+            f.write(data)
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        parent = self._parent(path)
+        self.mkdirs(parent)
+        if self._local:
+            tmp = f"{parent}/.{os.path.basename(path)}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+
+    def replace_hint(self, path: str, data: bytes) -> None:
+        """Overwrite a hint file (LATEST/EARLIEST): readers must treat it as a hint only."""
+        if self._local:
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            self.write_bytes(tmp, data)
+            os.replace(tmp, path)
+        else:
+            self.write_bytes(path, data)
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def delete_dir(self, path: str) -> None:
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
+    def arrow_fs(self) -> pafs.FileSystem:
+        """The same file system as a pyarrow FileSystem, for Parquet/ORC IO."""
+        if self._local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    @staticmethod
+    def _parent(path: str) -> str:
+        return path.rsplit("/", 1)[0] if "/" in path else "."

@@ -1,0 +1,190 @@
+"""Manifest files and manifest lists, Avro via fastavro (on-disk format: field names are fixed).
+
+A manifest lists data files added (`_KIND`=0) or deleted (`_KIND`=1) by one commit. A manifest list names the
+manifests of a snapshot. Replaying every entry of a snapshot's manifests in order, keyed by
+(partition, bucket, file name), gives the live files: an ADD makes a file live, a DELETE makes it dead.
+"""
+from __future__ import annotations
+
+import io as _io
+from typing import Iterable, Sequence
+
+import fastavro
+
+from filestore.errors import CorruptFileError
+from filestore.fileio import FileIO
+from filestore.meta import ColumnStats, DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
+from filestore.paths import TablePaths
+
+_STATS = {
+    "type": "record",
+    "name": "ColumnStats",
+    "fields": [
+        {"name": "_COLUMN", "type": "string"},
+        {"name": "_MIN", "type": ["null", "bytes"]},
+        {"name": "_MAX", "type": ["null", "bytes"]},
+        {"name": "_NULL_COUNT", "type": "long"},
+    ],
+}
+_DATA_FILE = {
+    "type": "record",
+    "name": "DataFileMeta",
+    "fields": [
+        {"name": "_FILE_NAME", "type": "string"},
+        {"name": "_FILE_SIZE", "type": "long"},
+        {"name": "_ROW_COUNT", "type": "long"},
+        {"name": "_MIN_KEY", "type": "bytes"},
+        {"name": "_MAX_KEY", "type": "bytes"},
+        {"name": "_MIN_SEQUENCE_NUMBER", "type": "long"},
+        {"name": "_MAX_SEQUENCE_NUMBER", "type": "long"},
+        {"name": "_LEVEL", "type": "int"},
+        {"name": "_SCHEMA_ID", "type": "long"},
+        {"name": "_CREATION_TIME", "type": "long"},
+        {"name": "_DELETE_ROW_COUNT", "type": "long"},
+        {"name": "_VALUE_STATS", "type": {"type": "array", "items": _STATS}},
+    ],
+}
+MANIFEST_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "ManifestEntry",
+        "namespace": "tablestore.filestore",
+        "fields": [
+            {"name": "_KIND", "type": "int"},
+            {"name": "_PARTITION", "type": {"type": "array", "items": "string"}},
+            {"name": "_BUCKET", "type": "int"},
+            {"name": "_TOTAL_BUCKETS", "type": "int"},
+            {"name": "_FILE", "type": _DATA_FILE},
+        ],
+    }
+)
+MANIFEST_LIST_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "ManifestFileMeta",
+        "namespace": "tablestore.filestore",
+        "fields": [
+            {"name": "_FILE_NAME", "type": "string"},
+            {"name": "_FILE_SIZE", "type": "long"},
+            {"name": "_NUM_ADDED_FILES", "type": "long"},
+            {"name": "_NUM_DELETED_FILES", "type": "long"},
+            {"name": "_SCHEMA_ID", "type": "long"},
+        ],
+    }
+)
+
+
+def _entry_to_avro(e: ManifestEntry) -> dict[str, object]:
+    f = e.file
+    return {
+        "_KIND": int(e.kind),
+        "_PARTITION": list(e.partition),
+        "_BUCKET": e.bucket,
+        "_TOTAL_BUCKETS": e.total_buckets,
+        "_FILE": {
+            "_FILE_NAME": f.file_name,
+            "_FILE_SIZE": f.file_size,
+            "_ROW_COUNT": f.row_count,
+            "_MIN_KEY": f.min_key,
+            "_MAX_KEY": f.max_key,
+            "_MIN_SEQUENCE_NUMBER": f.min_sequence_number,
+            "_MAX_SEQUENCE_NUMBER": f.max_sequence_number,
+            "_LEVEL": f.level,
+            "_SCHEMA_ID": f.schema_id,
+            "_CREATION_TIME": f.creation_time_ms,
+            "_DELETE_ROW_COUNT": f.delete_row_count,
+            "_VALUE_STATS": [
+                {"_COLUMN": s.column, "_MIN": s.min, "_MAX": s.max, "_NULL_COUNT": s.null_count} for s in f.stats
+            ],
+        },
+    }
+
+
+def _entry_from_avro(r: dict) -> ManifestEntry:  # type: ignore[type-arg]
+    f = r["_FILE"]
+    return ManifestEntry(
+        kind=FileKind(r["_KIND"]),
+        partition=tuple(r["_PARTITION"]),
+        bucket=r["_BUCKET"],
+        total_buckets=r["_TOTAL_BUCKETS"],
+        file=DataFileMeta(
+            file_name=f["_FILE_NAME"],
+            file_size=f["_FILE_SIZE"],
+            row_count=f["_ROW_COUNT"],
+            min_key=f["_MIN_KEY"],
+            max_key=f["_MAX_KEY"],
+            min_sequence_number=f["_MIN_SEQUENCE_NUMBER"],
+            max_sequence_number=f["_MAX_SEQUENCE_NUMBER"],
+            level=f["_LEVEL"],
+            schema_id=f["_SCHEMA_ID"],
+            creation_time_ms=f["_CREATION_TIME"],
+            delete_row_count=f["_DELETE_ROW_COUNT"],
+            stats=tuple(ColumnStats(s["_COLUMN"], s["_MIN"], s["_MAX"], s["_NULL_COUNT"]) for s in f["_VALUE_STATS"]),
+        ),
+    )
+
+
+class ManifestIO:
+    """Reads and writes a table's manifests and manifest lists."""
+
+    def __init__(self, io: FileIO, paths: TablePaths) -> None:
+        self.io = io
+        self.paths = paths
+
+    def _write(self, name: str, schema: object, records: Iterable[dict[str, object]]) -> int:
+        buf = _io.BytesIO()
+        fastavro.writer(buf, schema, records, codec="deflate")
+        data = buf.getvalue()
+        self.io.write_bytes(self.paths.manifest_file(name), data)
+        return len(data)
+
+    def _read(self, name: str) -> list[dict]:  # type: ignore[type-arg]
+        path = self.paths.manifest_file(name)
+        data = self.io.read_bytes(path)
+        try:
+            return list(fastavro.reader(_io.BytesIO(data)))  # type: ignore[arg-type]
+        except (ValueError, EOFError, StopIteration) as e:
+            raise CorruptFileError(path, f"not an Avro manifest: {e}") from e
+
+    def write_manifest(self, entries: Sequence[ManifestEntry], schema_id: int) -> ManifestFileMeta:
+        name = self.paths.new_manifest_name()
+        size = self._write(name, MANIFEST_SCHEMA, (_entry_to_avro(e) for e in entries))
+        added = sum(1 for e in entries if e.kind == FileKind.ADD)
+        return ManifestFileMeta(name, size, added, len(entries) - added, schema_id)
+
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        return [_entry_from_avro(r) for r in self._read(name)]
+
+    def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> str:
+        name = self.paths.new_manifest_list_name()
+        records = (
+            {
+                "_FILE_NAME": m.file_name,
+                "_FILE_SIZE": m.file_size,
+                "_NUM_ADDED_FILES": m.num_added_files,
+                "_NUM_DELETED_FILES": m.num_deleted_files,
+                "_SCHEMA_ID": m.schema_id,
+            }
+            for m in metas
+        )
+        self._write(name, MANIFEST_LIST_SCHEMA, records)
+        return name
+
+    def read_manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        return [
+            ManifestFileMeta(
+                r["_FILE_NAME"], r["_FILE_SIZE"], r["_NUM_ADDED_FILES"], r["_NUM_DELETED_FILES"], r["_SCHEMA_ID"]
+            )
+            for r in self._read(name)
+        ]
+
+
+def live_entries(entries: Iterable[ManifestEntry]) -> dict[tuple[tuple[str, ...], int, str], ManifestEntry]:
+    """Replay entries in order; what remains are the live files, keyed by (partition, bucket, file name)."""
+    live: dict[tuple[tuple[str, ...], int, str], ManifestEntry] = {}
+    for e in entries:
+        if e.kind == FileKind.ADD:
+            live[e.identifier] = e
+        else:
+            live.pop(e.identifier, None)
+    return live

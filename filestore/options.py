@@ -1,0 +1,22 @@
+"""The typed options the file store runs with. Declared (key, type, default, doc) and parsed once in
+`catalog.options`; the file store only ever sees this frozen value."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileStoreOptions:
+    bucket: int
+    file_format: str
+    file_compression: str
+    write_buffer_size: int
+    target_file_size: int
+    commit_max_retries: int
+    manifest_merge_min_count: int
+    snapshot_num_retained_min: int
+    snapshot_num_retained_max: int
+    snapshot_time_retained_ms: int
+    compaction_trigger: int
+    compaction_max_size_amplification_percent: int
+    compaction_size_ratio: int

@@ -1,0 +1,104 @@
+"""Scan planning on the driver: snapshot -> manifests -> live files -> splits (one per partition and bucket).
+
+Pruning never opens a data file. Each file gets a *guarantee*, an Arrow expression every row of the file satisfies
+(its partition values, and min <= column <= max from the manifest's statistics); Arrow's expression simplifier then
+drops the files whose guarantee contradicts the filter. Only columns whose versions cannot hide each other are used:
+- partition columns always;
+- primary-key tables: the key columns only. Skipping on a value column could hide the newer version of a key and
+  resurrect an older one.
+- tables without a primary key: every column (key = whole row, so all versions of a row have the same values).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from filestore.keycodec import decode_value
+from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
+from filestore.paths import DEFAULT_PARTITION
+
+if TYPE_CHECKING:
+    from filestore.store import FileStore
+
+
+@dataclass(frozen=True)
+class Split:
+    """The unit of reading: the live files of one partition and bucket at one snapshot."""
+
+    snapshot_id: int
+    partition: Partition
+    bucket: int
+    files: tuple[DataFileMeta, ...]
+
+    @property
+    def row_count(self) -> int:
+        return sum(f.row_count for f in self.files)
+
+
+def partition_value(rendered: str, type_: pa.DataType) -> pa.Scalar:
+    if rendered == DEFAULT_PARTITION:
+        return pa.scalar(None, type_)
+    return pa.scalar(rendered).cast(type_)
+
+
+class FileStoreScan:
+    def __init__(self, store: "FileStore") -> None:
+        self.store = store
+        schema = store.schema
+        self._types = {f.name: f.type for f in schema.arrow_schema}
+        self._skip_columns = set(schema.primary_keys) if schema.has_primary_key else set(schema.arrow_schema.names)
+
+    def plan(self, snapshot: Snapshot | None, filter: pc.Expression | None = None) -> list[Split]:
+        if snapshot is None:
+            return []
+        entries = list(self.store.live_entries(snapshot).values())
+        if filter is not None:
+            entries = self._prune(entries, filter)
+        grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
+        for e in entries:
+            grouped[(e.partition, e.bucket)].append(e.file)
+        return [
+            Split(snapshot.id, partition, bucket, tuple(sorted(files, key=lambda f: f.min_sequence_number)))
+            for (partition, bucket), files in sorted(grouped.items())
+        ]
+
+    def _guarantee(self, entry: ManifestEntry) -> pc.Expression:
+        terms: list[pc.Expression] = []
+        for key, rendered in zip(self.store.schema.partition_keys, entry.partition):
+            value = partition_value(rendered, self._types[key])
+            terms.append(pc.field(key).is_null() if not value.is_valid else pc.field(key) == value)
+        for s in entry.file.stats:
+            if s.column not in self._skip_columns or s.column in self.store.schema.partition_keys:
+                continue
+            type_ = self._types[s.column]
+            field = pc.field(s.column)
+            if s.min is None or s.max is None:
+                terms.append(field.is_null())
+                continue
+            lo = pa.scalar(decode_value(s.min, type_), type_)
+            hi = pa.scalar(decode_value(s.max, type_), type_)
+            in_range = (field >= lo) & (field <= hi)
+            terms.append(in_range | field.is_null() if s.null_count else in_range)
+        guarantee = pc.scalar(True)
+        for t in terms:
+            guarantee = guarantee & t
+        return guarantee
+
+    def _prune(self, entries: Sequence[ManifestEntry], filter: pc.Expression) -> list[ManifestEntry]:
+        if not entries:
+            return []
+        fmt = ds.ParquetFileFormat()
+        fs = self.store.io.arrow_fs()
+        by_path = {}
+        fragments = []
+        for i, e in enumerate(entries):
+            path = f"/{i}"  # never opened: get_fragments only simplifies the filter against the guarantee
+            by_path[path] = e
+            fragments.append(fmt.make_fragment(path, filesystem=fs, partition_expression=self._guarantee(e)))
+        dataset = ds.FileSystemDataset(fragments, self.store.schema.arrow_schema, fmt, fs)
+        return [by_path[f.path] for f in dataset.get_fragments(filter=filter)]

@@ -1,0 +1,110 @@
+"""Table schemas, versioned as JSON files `schema/schema-<id>` inside the table directory (on-disk format).
+
+A table exists exactly when `schema-0` exists: creating it is an exclusive create, so two concurrent
+CREATE TABLEs cannot both win. The Arrow schema is kept exactly (IPC bytes, base64) next to a readable list of fields.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pyarrow as pa
+
+from filestore.errors import CorruptFileError, FileStoreError
+from filestore.fileio import FileIO
+from filestore.paths import TablePaths, schema_id_of
+
+SYSTEM_COLUMNS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_VALUE_COUNT")
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    id: int
+    arrow_schema: pa.Schema
+    primary_keys: tuple[str, ...] = ()
+    partition_keys: tuple[str, ...] = ()
+    options: Mapping[str, str] = field(default_factory=dict)
+    comment: str | None = None
+    time_millis: int = 0
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The merge key: the primary key, or the whole row for a table without one."""
+        return self.primary_keys or tuple(self.arrow_schema.names)
+
+    @property
+    def has_primary_key(self) -> bool:
+        return bool(self.primary_keys)
+
+    def to_json(self) -> str:
+        fields = [
+            {"id": i, "name": f.name, "type": str(f.type), "nullable": f.nullable}
+            for i, f in enumerate(self.arrow_schema)
+        ]
+        return json.dumps(
+            {
+                "version": 1,
+                "id": self.id,
+                "fields": fields,
+                "primaryKeys": list(self.primary_keys),
+                "partitionKeys": list(self.partition_keys),
+                "options": dict(sorted(self.options.items())),
+                "comment": self.comment,
+                "timeMillis": self.time_millis,
+                "arrowSchema": base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode(),
+            },
+            indent=2,
+        )
+
+    @staticmethod
+    def from_json(text: str, path: str = "<schema>") -> "TableSchema":
+        try:
+            d = json.loads(text)
+            arrow_schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["arrowSchema"])))
+            return TableSchema(
+                id=int(d["id"]),
+                arrow_schema=arrow_schema,
+                primary_keys=tuple(d["primaryKeys"]),
+                partition_keys=tuple(d["partitionKeys"]),
+                options=dict(d["options"]),
+                comment=d.get("comment"),
+                time_millis=int(d.get("timeMillis", 0)),
+            )
+        except (KeyError, ValueError, TypeError, pa.ArrowInvalid) as e:
+            raise CorruptFileError(path, f"not a table schema: {e}") from e
+
+
+class SchemaManager:
+    def __init__(self, io: FileIO, paths: TablePaths) -> None:
+        self.io = io
+        self.paths = paths
+
+    def create(self, schema: TableSchema) -> bool:
+        """Publish `schema` as `schema-<id>`; False when that id already exists."""
+        stamped = TableSchema(
+            id=schema.id,
+            arrow_schema=schema.arrow_schema,
+            primary_keys=schema.primary_keys,
+            partition_keys=schema.partition_keys,
+            options=schema.options,
+            comment=schema.comment,
+            time_millis=schema.time_millis or int(time.time() * 1000),
+        )
+        return self.io.create_exclusive(self.paths.schema_file(schema.id), stamped.to_json().encode())
+
+    def schema_ids(self) -> list[int]:
+        ids = [schema_id_of(s.path.rsplit("/", 1)[-1]) for s in self.io.list_dir(self.paths.schema_dir)]
+        return sorted(i for i in ids if i is not None)
+
+    def latest(self) -> TableSchema:
+        ids = self.schema_ids()
+        if not ids:
+            raise FileStoreError(f"no schema under {self.paths.schema_dir}: not a table")
+        return self.get(ids[-1])
+
+    def get(self, schema_id: int) -> TableSchema:
+        path = self.paths.schema_file(schema_id)
+        return TableSchema.from_json(self.io.read_bytes(path).decode(), path)

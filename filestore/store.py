@@ -1,0 +1,95 @@
+"""`FileStore`: one table's LSM storage, the facade the catalog and the table API use.
+
+Plan on the driver (`new_scan().plan()`), read on workers (`new_read().read(split)`), write on workers
+(`new_write()` -> `prepare_commit()` -> commit messages), commit on the driver (`new_commit(user).commit(messages)`).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Sequence
+
+import pyarrow.compute as pc
+
+from filestore.commit import FileStoreCommit
+from filestore.datafile import DataFileWriter
+from filestore.errors import SnapshotNotFoundError
+from filestore.fileio import FileIO
+from filestore.manifest import ManifestIO, live_entries
+from filestore.meta import ManifestEntry, Partition, Snapshot
+from filestore.options import FileStoreOptions
+from filestore.paths import TablePaths
+from filestore.read import SplitRead
+from filestore.scan import FileStoreScan
+from filestore.schema import TableSchema
+from filestore.snapshot import SnapshotManager
+from filestore.write import FileStoreWrite
+
+
+class FileStore:
+    def __init__(
+        self, io: FileIO, root: str, schema: TableSchema, options: FileStoreOptions, table_name: str
+    ) -> None:
+        self.io = io
+        self.schema = schema
+        self.options = options
+        self.table_name = table_name
+        self.paths = TablePaths(root, options.file_format)
+        self.snapshots = SnapshotManager(io, self.paths, table_name)
+        self.manifests = ManifestIO(io, self.paths)
+
+    # -- metadata ------------------------------------------------------------------------------
+    def live_entries(self, snapshot: Snapshot | None) -> dict[tuple[Partition, int, str], ManifestEntry]:
+        """The live data files of `snapshot`, keyed by (partition, bucket, file name)."""
+        if snapshot is None:
+            return {}
+        metas = self.manifests.read_manifest_list(snapshot.base_manifest_list) + self.manifests.read_manifest_list(
+            snapshot.delta_manifest_list
+        )
+        return live_entries(e for m in metas for e in self.manifests.read_manifest(m.file_name))
+
+    def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None) -> Snapshot | None:
+        """The snapshot to read: a given id, the latest at or before a time, or the latest one."""
+        if snapshot_id is not None and timestamp_ms is not None:
+            raise SnapshotNotFoundError("give a snapshot id or a timestamp, not both")
+        if snapshot_id is not None:
+            return self.snapshots.get(snapshot_id)
+        if timestamp_ms is not None:
+            return self.snapshots.at_or_before(timestamp_ms)
+        return self.snapshots.latest()
+
+    # -- plan, read, write, commit -------------------------------------------------------------
+    def new_scan(self) -> FileStoreScan:
+        return FileStoreScan(self)
+
+    def new_read(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> SplitRead:
+        return SplitRead(self, columns, filter)
+
+    def new_write(self, base: Snapshot | None = None) -> FileStoreWrite:
+        """A writer whose sequence numbers continue from `base` (default: the latest snapshot)."""
+        snapshot = base if base is not None else self.snapshots.latest()
+        max_seq: dict[tuple[Partition, int], int] = {}
+        for e in self.live_entries(snapshot).values():
+            where = (e.partition, e.bucket)
+            max_seq[where] = max(max_seq.get(where, -1), e.file.max_sequence_number)
+        return FileStoreWrite(self, max_seq)
+
+    def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
+        return FileStoreCommit(self, commit_user or str(uuid.uuid4()))
+
+    def data_file_writer(self) -> DataFileWriter:
+        s = self.schema
+        stats_columns = [f.name for f in s.arrow_schema]
+        return DataFileWriter(
+            self.io,
+            self.paths,
+            partition_keys=s.partition_keys,
+            key_columns=s.key_columns,
+            stats_columns=stats_columns,
+            schema_id=s.id,
+            file_format=self.options.file_format,
+            compression=self.options.file_compression,
+            target_file_size=self.options.target_file_size,
+        )
+
+    def data_file_path(self, partition: Partition, bucket: int, file_name: str) -> str:
+        return self.paths.data_file(self.schema.partition_keys, partition, bucket, file_name)

@@ -1,0 +1,146 @@
+"""The write path: input rows -> partition and bucket -> memtable -> flushed sorted runs -> commit messages.
+
+Invariants:
+1. Within a bucket, sequence numbers grow in input order, starting above the bucket's highest committed one, so
+   a later row for the same key wins (one writer per bucket at a time, as FLIP-188 prescribes).
+2. A memtable is flushed when its in-memory size passes `write-buffer-size` and at prepare-commit; a flush is
+   merged with the one merge function (non-final) and becomes one new sorted run at level 0.
+3. Nothing written here is visible until a commit publishes a snapshot naming the files.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filestore.bucket import bucket_of
+from filestore.errors import InvalidWriteError, SchemaMismatchError
+from filestore.merge import COUNT, KIND, SEQ, merge
+from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
+from filestore.paths import DEFAULT_PARTITION
+
+if TYPE_CHECKING:
+    from filestore.store import FileStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Memtable:
+    next_sequence: int
+    chunks: list[pa.Table] = field(default_factory=list)
+    nbytes: int = 0
+    flushed: list[DataFileMeta] = field(default_factory=list)
+
+
+def render_partition_column(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Hive rendering of partition values (see filestore.paths): Arrow's string cast, nulls as the default name."""
+    rendered = pc.cast(column, pa.string())
+    return pc.fill_null(rendered, DEFAULT_PARTITION)
+
+
+class FileStoreWrite:
+    def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int]) -> None:
+        self.store = store
+        self.schema = store.schema
+        self._max_seq = max_sequence_numbers
+        self._memtables: dict[tuple[Partition, int], _Memtable] = {}
+        self._writer = store.data_file_writer()
+
+    def conform(self, data: pa.Table) -> pa.Table:
+        """Select and cast the input to the table's columns, with clear errors for what cannot fit."""
+        target = self.schema.arrow_schema
+        missing = [n for n in target.names if n not in data.schema.names]
+        if missing:
+            raise SchemaMismatchError(f"table {self.store.table_name!r}: input lacks columns {missing}")
+        extra = [n for n in data.schema.names if n not in target.names]
+        if extra:
+            raise SchemaMismatchError(
+                f"table {self.store.table_name!r}: input has columns {extra} not in the table ({target.names})"
+            )
+        try:
+            conformed = data.select(target.names).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as e:
+            raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
+        for name in self.schema.primary_keys:
+            if conformed.column(name).null_count:
+                raise InvalidWriteError(f"table {self.store.table_name!r}: primary-key column {name!r} has nulls")
+        return conformed
+
+    def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> None:
+        """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None)."""
+        data = self.conform(data)
+        n = data.num_rows
+        if n == 0:
+            return
+        kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
+        if kind_arr.shape != (n,):
+            raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
+        buckets = bucket_of(data, self.schema.key_columns, self.store.options.bucket)
+        group_codes = buckets.astype(np.int64)
+        dictionaries = []
+        multiplier = self.store.options.bucket
+        for name in self.schema.partition_keys:
+            encoded = pc.dictionary_encode(render_partition_column(data.column(name))).combine_chunks()
+            dictionaries.append(encoded.dictionary.to_pylist())
+            group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
+            multiplier *= max(1, len(encoded.dictionary))
+        order = np.argsort(group_codes, kind="stable")
+        sorted_codes = group_codes[order]
+        bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+        for idx in np.split(order, bounds):
+            first = int(idx[0])
+            code = int(group_codes[first])
+            bucket = int(buckets[first])
+            rest, partition = code // self.store.options.bucket, []
+            for d in dictionaries:
+                partition.append(d[rest % max(1, len(d))])
+                rest //= max(1, len(d))
+            self._append((tuple(partition), bucket), data.take(pa.array(idx)), kind_arr[idx])
+
+    def _append(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
+        mem = self._memtables.get(where)
+        if mem is None:
+            mem = self._memtables[where] = _Memtable(next_sequence=self._max_seq.get(where, -1) + 1)
+        n = rows.num_rows
+        seq = np.arange(mem.next_sequence, mem.next_sequence + n, dtype=np.int64)
+        mem.next_sequence += n
+        system: dict[str, pa.Array] = {SEQ: pa.array(seq)}
+        if self.schema.has_primary_key:
+            system[KIND] = pa.array(kinds, pa.int8())
+        else:
+            system[KIND] = pa.array(np.zeros(n, dtype=np.int8))
+            system[COUNT] = pa.array(np.where(kinds == int(ValueKind.DELETE), -1, 1).astype(np.int64))
+        records = pa.Table.from_arrays(
+            [*system.values(), *rows.columns], names=[*system.keys(), *rows.schema.names]
+        )
+        mem.chunks.append(records)
+        mem.nbytes += records.nbytes
+        if mem.nbytes >= self.store.options.write_buffer_size:
+            self._flush(where, mem)
+
+    def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
+        if not mem.chunks:
+            return
+        records = pa.concat_tables(mem.chunks)
+        mem.chunks, mem.nbytes = [], 0
+        run = merge(records, self.schema.key_columns, primary_key=self.schema.has_primary_key, final=False)
+        files = self._writer.write_run(run, where[0], where[1], level=0)
+        log.debug("flushed %s rows into %s files for %s", records.num_rows, len(files), where)
+        mem.flushed.extend(files)
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        """Flush every memtable; the files written since the last prepare-commit, per partition and bucket."""
+        messages = []
+        for where, mem in self._memtables.items():
+            self._flush(where, mem)
+            if mem.flushed:
+                messages.append(
+                    CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
+                )
+                mem.flushed = []
+        return messages

@@ -1,0 +1,51 @@
+"""tablestore: managed tables that are both a stream and a warehouse table.
+
+    import tablestore
+    cat = tablestore.Catalog("/path/to/warehouse")
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.orders", schema=..., primary_key=["id"])
+    t.write(data); t.read()
+"""
+from catalog.errors import (
+    CatalogError,
+    DatabaseAlreadyExistsError,
+    DatabaseNotEmptyError,
+    DatabaseNotFoundError,
+    InvalidIdentifierError,
+    InvalidOptionError,
+    InvalidTableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from filestore.errors import (
+    CommitConflictError,
+    FileStoreError,
+    InvalidWriteError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+)
+from tablestore.catalog import Catalog
+from tablestore.errors import TableStoreError
+from tablestore.table import InvalidRowKindError, SnapshotInfo, Table
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "CommitConflictError",
+    "DatabaseAlreadyExistsError",
+    "DatabaseNotEmptyError",
+    "DatabaseNotFoundError",
+    "FileStoreError",
+    "InvalidIdentifierError",
+    "InvalidOptionError",
+    "InvalidRowKindError",
+    "InvalidTableError",
+    "InvalidWriteError",
+    "SchemaMismatchError",
+    "SnapshotInfo",
+    "SnapshotNotFoundError",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "TableStoreError",
+]

@@ -1,0 +1,64 @@
+"""`tablestore.Catalog`: the catalog of managed tables, handing out `Table` objects."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pyarrow as pa
+
+import catalog as _catalog
+from tablestore.table import Table
+
+
+class Catalog:
+    """Databases and managed tables under a warehouse (a local path or any fsspec URL).
+
+    `options` are session-level defaults for new tables, with the `table-storage.` prefix
+    (e.g. {"table-storage.bucket": "2"}); per-table options passed to `create_table` win over them.
+    """
+
+    def __init__(self, warehouse: str, options: Mapping[str, str] | None = None) -> None:
+        self._catalog = _catalog.Catalog(warehouse, options)
+
+    @property
+    def warehouse(self) -> str:
+        return self._catalog.warehouse
+
+    def create_database(self, name: str, ignore_if_exists: bool = False,
+                        properties: Mapping[str, str] | None = None) -> None:
+        self._catalog.create_database(name, ignore_if_exists, properties)
+
+    def list_databases(self) -> list[str]:
+        return self._catalog.list_databases()
+
+    def database_exists(self, name: str) -> bool:
+        return self._catalog.database_exists(name)
+
+    def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        self._catalog.drop_database(name, ignore_if_not_exists, cascade)
+
+    def create_table(
+        self,
+        identifier: str,
+        schema: pa.Schema,
+        primary_key: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
+        ignore_if_exists: bool = False,
+        comment: str | None = None,
+    ) -> Table:
+        handle = self._catalog.create_table(
+            identifier, schema, primary_key, partition_by, options, ignore_if_exists, comment
+        )
+        return Table(handle)
+
+    def get_table(self, identifier: str) -> Table:
+        return Table(self._catalog.get_table(identifier))
+
+    def table_exists(self, identifier: str) -> bool:
+        return self._catalog.table_exists(identifier)
+
+    def list_tables(self, database: str) -> list[str]:
+        return self._catalog.list_tables(database)
+
+    def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
+        self._catalog.drop_table(identifier, ignore_if_not_exists)

@@ -1,0 +1,219 @@
+"""The Python API: `tablestore.Catalog` and `Table`, usable without Spark or Kafka.
+
+Change kinds on the wire (+I/-U/+U/-D, owned by logstore) are translated to file-store value kinds here and
+only here: +I and +U add a row, -U and -D delete it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import catalog as _catalog
+from filestore.errors import InvalidWriteError
+from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
+from filestore.meta import Snapshot, ValueKind
+from filestore.write import render_partition_column
+from tablestore.errors import TableStoreError
+
+ROW_KIND = "_row_kind"
+_ADD_KINDS = ("+I", "+U")
+_DELETE_KINDS = ("-U", "-D")
+DEFAULT_ORPHAN_GRACE = dt.timedelta(days=1)
+
+Data = pa.Table | pa.RecordBatch | Any  # pandas.DataFrame, or a list of dicts
+
+
+class InvalidRowKindError(TableStoreError):
+    """A `_row_kind` value is not one of +I, -U, +U, -D."""
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What `Table.snapshots()` describes of one snapshot. Also readable like a dict: info["id"]."""
+
+    id: int
+    kind: str
+    time_millis: int
+    total_record_count: int
+    delta_record_count: int
+    commit_user: str
+    commit_identifier: int
+    schema_id: int
+    log_offsets: Mapping[int, int]
+
+    @property
+    def time(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.time_millis / 1000, tz=dt.timezone.utc)
+
+    def __getitem__(self, key: str) -> object:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @staticmethod
+    def of(s: Snapshot) -> "SnapshotInfo":
+        return SnapshotInfo(s.id, s.commit_kind.value, s.time_millis, s.total_record_count, s.delta_record_count,
+                            s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets))
+
+
+def to_arrow(data: Data) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, list):
+        return pa.Table.from_pylist(data)
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TableStoreError(f"cannot write {type(data).__name__}: give a pyarrow Table/RecordBatch or a pandas DataFrame")
+
+
+def value_kinds(table_name: str, row_kinds: pa.ChunkedArray) -> np.ndarray:
+    """The ValueKind of each row of a `_row_kind` column, vectorised; unknown kinds raise naming them."""
+    valid = pc.is_in(row_kinds, value_set=pa.array(_ADD_KINDS + _DELETE_KINDS))
+    if row_kinds.null_count or not pc.all(valid).as_py():
+        bad = pc.unique(pc.filter(row_kinds, pc.invert(pc.fill_null(valid, False)))).to_pylist()
+        if row_kinds.null_count:
+            bad.append(None)
+        raise InvalidRowKindError(
+            f"table {table_name!r}: column {ROW_KIND!r} has values {bad}; valid: +I, -U, +U, -D"
+        )
+    deletes = pc.is_in(row_kinds, value_set=pa.array(_DELETE_KINDS)).to_numpy(zero_copy_only=False)
+    return np.where(deletes, int(ValueKind.DELETE), int(ValueKind.ADD)).astype(np.int8)
+
+
+class Table:
+    """A managed table. Obtain it from `Catalog.create_table` or `Catalog.get_table`."""
+
+    def __init__(self, handle: _catalog.CatalogTable) -> None:
+        self._handle = handle
+        self._store = handle.store
+        self._commit_user = str(uuid.uuid4())
+        self._identifiers = itertools.count(1)
+
+    @property
+    def name(self) -> str:
+        return self._handle.identifier
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._handle.schema.arrow_schema
+
+    @property
+    def primary_key(self) -> list[str]:
+        return list(self._handle.schema.primary_keys)
+
+    @property
+    def partition_by(self) -> list[str]:
+        return list(self._handle.schema.partition_keys)
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self._handle.options.raw)
+
+    @property
+    def path(self) -> str:
+        return self._handle.path
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(
+        self, data: Data, overwrite: bool | Mapping[str, Any] | Literal["dynamic"] = False
+    ) -> int | None:
+        """Write `data` and commit one snapshot; returns its id.
+
+        `overwrite`: False appends; True replaces the whole table; a mapping {partition column: value} replaces that
+        static partition (every row must belong to it); "dynamic" replaces only the partitions present in `data`.
+        A string column `_row_kind` (+I, -U, +U, -D) makes `data` a changelog. Within one write rows apply in input
+        order: a later row for the same key wins.
+        """
+        table = to_arrow(data)
+        kinds = None
+        if ROW_KIND in table.schema.names:
+            kinds = value_kinds(self.name, table.column(ROW_KIND))
+            table = table.drop_columns([ROW_KIND])
+        scope = self._overwrite_scope(overwrite, table)
+        writer = self._store.new_write()
+        writer.write(table, kinds)
+        messages = writer.prepare_commit()
+        return self._store.new_commit(self._commit_user).commit(
+            messages, identifier=next(self._identifiers), overwrite=scope
+        )
+
+    def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
+        if overwrite is False or overwrite is None:
+            return None
+        if overwrite is True:
+            return "all"
+        if overwrite == "dynamic":
+            return "dynamic" if self.partition_by else "all"
+        if not isinstance(overwrite, Mapping):
+            raise TableStoreError(f"table {self.name!r}: overwrite must be a bool, a partition mapping or 'dynamic'")
+        unknown = [k for k in overwrite if k not in self.partition_by]
+        if unknown:
+            raise TableStoreError(
+                f"table {self.name!r}: overwrite names {unknown}, which are not partition columns {self.partition_by}"
+            )
+        spec: dict[str, str] = {}
+        for key, value in overwrite.items():
+            type_ = self.schema.field(key).type
+            typed = pa.scalar(value).cast(type_) if value is not None else pa.scalar(None, type_)
+            spec[key] = render_partition_column(pa.array([typed.as_py()], type_))[0].as_py()
+            if key in table.schema.names and table.num_rows:
+                rendered = render_partition_column(table.column(key).cast(type_))
+                outside = pc.sum(pc.not_equal(rendered, spec[key])).as_py()
+                if outside:
+                    raise InvalidWriteError(
+                        f"table {self.name!r}: {outside} rows are outside the overwritten partition "
+                        f"{key}={spec[key]!r}"
+                    )
+        return spec or "all"
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        snapshot_id: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> pa.Table:
+        """The table's rows at the latest snapshot, or at `snapshot_id`, or as of `timestamp_ms` (epoch ms)."""
+        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms)
+        splits = self._store.new_scan().plan(snapshot, filter)
+        return self._store.new_read(columns, filter).to_table(splits)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
+
+    def latest_snapshot_id(self) -> int | None:
+        return self._store.snapshots.latest_id()
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def expire_snapshots(self) -> ExpireResult:
+        """Expire snapshots per `snapshot.num-retained.min/max` and `snapshot.time-retained`."""
+        return expire_snapshots(self._store)
+
+    def remove_orphan_files(self, older_than: dt.datetime | dt.timedelta | int | None = None) -> list[str]:
+        """Delete files no snapshot references, last modified before `older_than` (a datetime, an age as a
+        timedelta, or epoch milliseconds; default: one day ago). Returns the removed paths."""
+        now_ms = int(time.time() * 1000)
+        if older_than is None:
+            older_than = DEFAULT_ORPHAN_GRACE
+        if isinstance(older_than, dt.timedelta):
+            cutoff = now_ms - int(older_than.total_seconds() * 1000)
+        elif isinstance(older_than, dt.datetime):
+            cutoff = int(older_than.timestamp() * 1000)
+        else:
+            cutoff = int(older_than)
+        return remove_orphan_files(self._store, cutoff)
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, primary_key={self.primary_key}, partition_by={self.partition_by})"
