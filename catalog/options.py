@@ -66,10 +66,15 @@ COMPACTION_SIZE_RATIO: ConfigOption[int] = ConfigOption(
     "Universal compaction: percentage flexibility when comparing sorted-run sizes for a size-ratio compaction.",
 )
 
+WRITE_ONLY: ConfigOption[bool] = ConfigOption(
+    "write-only", "boolean", "false",
+    "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
+)
+
 ALL_OPTIONS: tuple[ConfigOption[object], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
+    COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
 )  # type: ignore[assignment]
 
 
@@ -144,4 +149,5 @@ class TableOptions:
             compaction_trigger=g(COMPACTION_TRIGGER),  # type: ignore[arg-type]
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),  # type: ignore[arg-type]
             compaction_size_ratio=g(COMPACTION_SIZE_RATIO),  # type: ignore[arg-type]
+            write_only=g(WRITE_ONLY),  # type: ignore[arg-type]
         )

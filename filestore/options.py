@@ -20,3 +20,4 @@ class FileStoreOptions:
     compaction_trigger: int
     compaction_max_size_amplification_percent: int
     compaction_size_ratio: int
+    write_only: bool = False

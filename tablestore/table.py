@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -17,11 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import catalog as _catalog
-from filestore.errors import InvalidWriteError
+from filestore.compact import compact as _compact
+from filestore.errors import CommitConflictError, InvalidWriteError
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
-from filestore.meta import Snapshot, ValueKind
+from filestore.meta import CommitKind, CommitMessage, Snapshot, ValueKind
 from filestore.write import render_partition_column
 from tablestore.errors import TableStoreError
+
+log = logging.getLogger(__name__)
 
 ROW_KIND = "_row_kind"
 _ADD_KINDS = ("+I", "+U")
@@ -144,8 +148,33 @@ class Table:
         writer = self._store.new_write()
         writer.write(table, kinds)
         messages = writer.prepare_commit()
-        return self._store.new_commit(self._commit_user).commit(
+        sid = self._store.new_commit(self._commit_user).commit(
             messages, identifier=next(self._identifiers), overwrite=scope
+        )
+        if not self._store.options.write_only and messages:
+            self._auto_compact(messages)
+        return sid
+
+    def _auto_compact(self, written: Sequence[CommitMessage]) -> None:
+        """Universal compaction of the buckets just written, committed as its own COMPACT snapshot."""
+        touched = {(m.partition, m.bucket) for m in written}
+        messages = _compact(self._store, self._store.snapshots.latest(), buckets=touched)
+        if messages:
+            try:
+                self._store.new_commit(self._commit_user).commit(
+                    messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
+                )
+            except CommitConflictError as e:  # a concurrent overwrite won; the data is intact, compact later
+                log.info("table %s: compaction skipped: %s", self.name, e)
+
+    def compact(self, full: bool = False) -> int | None:
+        """Run universal compaction on every bucket (every run merged into one when `full`); the id of the
+        COMPACT snapshot, or None when nothing needed compacting."""
+        messages = _compact(self._store, self._store.snapshots.latest(), full=full)
+        if not messages:
+            return None
+        return self._store.new_commit(self._commit_user).commit(
+            messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
         )
 
     def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
