@@ -222,6 +222,48 @@ class Table:
     def snapshots(self) -> list[SnapshotInfo]:
         return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
 
+    def files(self, snapshot_id: int | None = None) -> list[dict[str, object]]:
+        """The live data files (like Paimon's $files table): partition, bucket, level, name, rows, size."""
+        snapshot = self._store.resolve_snapshot(snapshot_id)
+        keys = self.partition_by
+        return [
+            {
+                "partition": dict(zip(keys, e.partition)),
+                "bucket": e.bucket,
+                "level": e.file.level,
+                "file": e.file.file_name,
+                "row_count": e.file.row_count,
+                "file_size": e.file.file_size,
+                "min_sequence_number": e.file.min_sequence_number,
+                "max_sequence_number": e.file.max_sequence_number,
+            }
+            for e in sorted(self._store.live_entries(snapshot).values(), key=lambda e: e.identifier)
+        ]
+
+    def describe(self) -> dict[str, object]:
+        """What DESCRIBE shows: schema, keys, options, and the latest snapshot's shape."""
+        latest = self._store.snapshots.latest()
+        files = self.files() if latest else []
+        return {
+            "name": self.name,
+            "path": self.path,
+            "columns": [
+                {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema
+            ],
+            "primary_key": self.primary_key,
+            "partition_by": self.partition_by,
+            "bucket": self._store.options.bucket,
+            "options": self.options,
+            "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
+            "snapshot_count": len(self.snapshots()),
+            "file_count": len(files),
+            "files_per_level": {
+                str(level): sum(1 for f in files if f["level"] == level)
+                for level in sorted({int(f["level"]) for f in files})  # type: ignore[call-overload]
+            },
+            "total_file_size": sum(int(f["file_size"]) for f in files),  # type: ignore[call-overload]
+        }
+
     def latest_snapshot_id(self) -> int | None:
         return self._store.snapshots.latest_id()
 
