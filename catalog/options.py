@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, TypeVar
 
 from catalog.errors import InvalidOptionError
 from catalog.optiontypes import ConfigOption
 from filestore.options import FileStoreOptions
 
 SESSION_PREFIX = "table-storage."
+T = TypeVar("T")
 
 BUCKET: ConfigOption[int] = ConfigOption(
     "bucket", "int", "1",
@@ -71,14 +72,14 @@ WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
 )
 
-ALL_OPTIONS: tuple[ConfigOption[object], ...] = (
+ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
-)  # type: ignore[assignment]
+)
 
 
-def find_option(key: str) -> ConfigOption[object] | None:
+def find_option(key: str) -> ConfigOption[Any] | None:
     return next((o for o in ALL_OPTIONS if o.matches(key)), None)
 
 
@@ -121,33 +122,39 @@ class TableOptions:
 
     raw: Mapping[str, str]
 
-    def get(self, option: ConfigOption[object]) -> object:
+    def get(self, option: ConfigOption[T]) -> T:
+        value = self.raw.get(option.key, option.default)
+        if value is None:
+            raise InvalidOptionError(f"option {option.key!r} has no value and no default")
+        return option.parse(value)
+
+    def get_optional(self, option: ConfigOption[T]) -> T | None:
         value = self.raw.get(option.key, option.default)
         return None if value is None else option.parse(value)
 
-    def map_option(self, option: ConfigOption[object]) -> dict[str, str]:
+    def map_option(self, option: ConfigOption[Any]) -> dict[str, str]:
         prefix = option.key + "."
         return {k[len(prefix):]: v for k, v in self.raw.items() if k.startswith(prefix)}
 
     @property
     def bucket(self) -> int:
-        return int(self.get(BUCKET))  # type: ignore[call-overload]
+        return self.get(BUCKET)
 
     def to_filestore(self) -> FileStoreOptions:
         g = self.get
         return FileStoreOptions(
-            bucket=g(BUCKET),  # type: ignore[arg-type]
-            file_format=g(FILE_FORMAT),  # type: ignore[arg-type]
-            file_compression=g(FILE_COMPRESSION),  # type: ignore[arg-type]
-            write_buffer_size=g(WRITE_BUFFER_SIZE),  # type: ignore[arg-type]
-            target_file_size=g(TARGET_FILE_SIZE),  # type: ignore[arg-type]
-            commit_max_retries=g(COMMIT_MAX_RETRIES),  # type: ignore[arg-type]
-            manifest_merge_min_count=g(MANIFEST_MERGE_MIN_COUNT),  # type: ignore[arg-type]
-            snapshot_num_retained_min=g(SNAPSHOT_NUM_RETAINED_MIN),  # type: ignore[arg-type]
-            snapshot_num_retained_max=g(SNAPSHOT_NUM_RETAINED_MAX),  # type: ignore[arg-type]
-            snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),  # type: ignore[arg-type]
-            compaction_trigger=g(COMPACTION_TRIGGER),  # type: ignore[arg-type]
-            compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),  # type: ignore[arg-type]
-            compaction_size_ratio=g(COMPACTION_SIZE_RATIO),  # type: ignore[arg-type]
-            write_only=g(WRITE_ONLY),  # type: ignore[arg-type]
+            bucket=g(BUCKET),
+            file_format=g(FILE_FORMAT),
+            file_compression=g(FILE_COMPRESSION),
+            write_buffer_size=g(WRITE_BUFFER_SIZE),
+            target_file_size=g(TARGET_FILE_SIZE),
+            commit_max_retries=g(COMMIT_MAX_RETRIES),
+            manifest_merge_min_count=g(MANIFEST_MERGE_MIN_COUNT),
+            snapshot_num_retained_min=g(SNAPSHOT_NUM_RETAINED_MIN),
+            snapshot_num_retained_max=g(SNAPSHOT_NUM_RETAINED_MAX),
+            snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),
+            compaction_trigger=g(COMPACTION_TRIGGER),
+            compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),
+            compaction_size_ratio=g(COMPACTION_SIZE_RATIO),
+            write_only=g(WRITE_ONLY),
         )

@@ -7,7 +7,7 @@ manifests of a snapshot. Replaying every entry of a snapshot's manifests in orde
 from __future__ import annotations
 
 import io as _io
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import fastavro
 
@@ -131,7 +131,7 @@ class ManifestIO:
         self.io = io
         self.paths = paths
 
-    def _write(self, name: str, schema: object, records: Iterable[dict[str, object]]) -> int:
+    def _write(self, name: str, schema: Any, records: Iterable[dict[str, object]]) -> int:
         buf = _io.BytesIO()
         fastavro.writer(buf, schema, records, codec="deflate")
         data = buf.getvalue()

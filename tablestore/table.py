@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,8 @@ _ADD_KINDS = ("+I", "+U")
 _DELETE_KINDS = ("-U", "-D")
 DEFAULT_ORPHAN_GRACE = dt.timedelta(days=1)
 
-Data = pa.Table | pa.RecordBatch | Any  # pandas.DataFrame, or a list of dicts
+Data = Any
+"""What `write` accepts: a pyarrow Table or RecordBatch, a pandas DataFrame, or a list of dicts."""
 
 
 class InvalidRowKindError(TableStoreError):
@@ -218,6 +219,18 @@ class Table:
         snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms)
         splits = self._store.new_scan().plan(snapshot, filter)
         return self._store.new_read(columns, filter).to_table(splits)
+
+    def read_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        snapshot_id: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Like `read`, one split (partition and bucket) at a time, as Arrow record batches."""
+        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms)
+        splits = self._store.new_scan().plan(snapshot, filter)
+        yield from self._store.new_read(columns, filter).read_all(splits)
 
     def snapshots(self) -> list[SnapshotInfo]:
         return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
