@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from filestore.errors import CorruptFileError, FileStoreError
 from filestore.fileio import FileIO
-from filestore.keycodec import KeyCodec, KeyCodecError, encode_value
+from filestore.keycodec import KeyCodec, KeyCodecError
 from filestore.merge import KIND, SEQ
 from filestore.meta import ColumnStats, DataFileMeta, Partition, ValueKind
 from filestore.paths import TablePaths
@@ -49,22 +49,20 @@ def read_data_file(io: FileIO, path: str, file_format: str, columns: Sequence[st
 
 
 def column_stats(table: pa.Table, columns: Sequence[str]) -> tuple[ColumnStats, ...]:
+    """Min/max per column in key order: taken over the encoded key bytes, so NaN is the largest float and no
+    precision is lost (the native min_max ignores NaN)."""
     out = []
     for name in columns:
         col = table.column(name)
         try:
-            mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            out.append(
-                ColumnStats(
-                    name,
-                    None if lo is None else encode_value(lo, col.type),
-                    None if hi is None else encode_value(hi, col.type),
-                    col.null_count,
-                )
-            )
-        except (KeyCodecError, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            encoded = KeyCodec([col.type]).encode_columns([col.drop_null()])
+        except KeyCodecError:
             continue  # no order on this type: the column is never used to skip files
+        if len(encoded) == 0:
+            out.append(ColumnStats(name, None, None, col.null_count))
+            continue
+        mm = pc.min_max(encoded)
+        out.append(ColumnStats(name, mm["min"].as_py(), mm["max"].as_py(), col.null_count))
     return tuple(out)
 
 

@@ -10,6 +10,7 @@ drops the files whose guarantee contradicts the filter. Only columns whose versi
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -46,6 +47,17 @@ def partition_value(rendered: str, type_: pa.DataType) -> pa.Scalar:
     return pa.scalar(rendered).cast(type_)
 
 
+def _bounds(lo: bytes, hi: bytes, type_: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
+    """Typed bounds for a guarantee, or None when they cannot be trusted: nanosecond values do not survive the
+    trip through Python objects, and NaN (the largest float in key order) compares false in expressions."""
+    if getattr(type_, "unit", None) == "ns":
+        return None
+    low, high = decode_value(lo, type_), decode_value(hi, type_)
+    if isinstance(high, float) and math.isnan(high):
+        return None
+    return pa.scalar(low, type_), pa.scalar(high, type_)
+
+
 class FileStoreScan:
     def __init__(self, store: "FileStore") -> None:
         self.store = store
@@ -80,8 +92,10 @@ class FileStoreScan:
             if s.min is None or s.max is None:
                 terms.append(field.is_null())
                 continue
-            lo = pa.scalar(decode_value(s.min, type_), type_)
-            hi = pa.scalar(decode_value(s.max, type_), type_)
+            bounds = _bounds(s.min, s.max, type_)
+            if bounds is None:
+                continue
+            lo, hi = bounds
             in_range = (field >= lo) & (field <= hi)
             terms.append(in_range | field.is_null() if s.null_count else in_range)
         guarantee = pc.scalar(True)
