@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from catalog.errors import CatalogError
 from filestore.errors import FileStoreError
+from logstore.errors import LogStoreError
 from tablestore.catalog import Catalog
 from tablestore.errors import TableStoreError
 
@@ -81,6 +82,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kafka(args: argparse.Namespace) -> int:
+    from logstore import broker
+
+    if args.action == "start":
+        address = broker.start()
+        _emit(args, {"bootstrap": address}, lambda d: d["bootstrap"])
+        return 0
+    if args.action == "stop":
+        stopped = broker.stop()
+        _emit(args, {"stopped": stopped}, lambda d: "stopped" if d["stopped"] else "not running")
+        return 0
+    address = broker.status()
+    _emit(args, {"bootstrap": address}, lambda d: d["bootstrap"] or "down")
+    return 0 if address else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tablestore", description="Managed tables: file store + log store.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--full", action="store_true", help="merge every sorted run of each bucket into one")
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used")
     command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
+    kafka = sub.add_parser("kafka", help="manage the project's own single-node Kafka broker (127.0.0.1)")
+    kafka.add_argument("action", choices=("start", "stop", "status"))
+    kafka.add_argument("--output", choices=("text", "json"), default="text")
+    kafka.set_defaults(func=cmd_kafka)
     return parser
 
 
@@ -107,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (TableStoreError, CatalogError, FileStoreError) as e:
+    except (TableStoreError, CatalogError, FileStoreError, LogStoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,49 @@
+"""The closed set of errors the log store raises. Each carries the topic, partition, offset or log file concerned."""
+from __future__ import annotations
+
+
+class LogStoreError(Exception):
+    """Root of every error the log store raises."""
+
+
+class BrokerError(LogStoreError):
+    """The project's own Kafka broker could not be fetched, started, stopped or reached."""
+
+
+class BrokerToolMissingError(BrokerError):
+    """`java` (17+) or `mvn` is not on PATH, so the broker cannot be fetched or run."""
+
+    def __init__(self, tool: str, hint: str) -> None:
+        super().__init__(f"{tool!r} not found on PATH: {hint}")
+        self.tool = tool
+
+
+class BrokerStartError(BrokerError):
+    """The broker process exited or did not become ready in time; the message ends with its log tail."""
+
+    def __init__(self, reason: str, log_file: str | None, log_tail: str) -> None:
+        detail = f"\n--- last lines of {log_file or 'its output'} ---\n{log_tail}" if log_tail else ""
+        super().__init__(f"kafka broker did not come up: {reason}{detail}")
+        self.log_file = log_file
+        self.log_tail = log_tail
+
+
+class LogFormatError(LogStoreError):
+    """A message could not be encoded or decoded; names the topic, partition and offset when the caller gave them."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = ""
+        if topic is not None or partition is not None or offset is not None:
+            where = f" (topic={topic!r}, partition={partition}, offset={offset})"
+        super().__init__(f"{reason}{where}")
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
