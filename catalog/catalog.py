@@ -25,11 +25,14 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, session_defaults, validate_table_options
 from filestore.fileio import FileIO
 from filestore.paths import TablePaths
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
+from logstore.errors import LogStoreError
+from logstore.store import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,7 @@ class CatalogTable:
     schema: TableSchema
     options: TableOptions
     store: FileStore
+    log: LogStore | None
 
 
 _PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_date,
@@ -144,13 +148,26 @@ class Catalog:
         if not self.database_exists(db):
             raise DatabaseNotFoundError(f"database {db!r} does not exist (creating table {identifier!r})")
         table_options = validate_table_options(options or {})
+        if ignore_if_exists and self.table_exists(identifier):
+            return self.get_table(identifier)
         effective = {**self.session_options, **table_options}
         table_schema = self._validate_schema(identifier, schema, primary_key or (), partition_by or (), effective)
+        stored = resolve_log_options(identifier, table_schema.options, table_schema.primary_keys)
+        log_options = log_store_options(TableOptions(stored), table_schema.has_primary_key)
+        if log_options is not None:
+            check_format_options(identifier, log_options, schema, table_schema.primary_keys)
+        table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored)
         path = self._table_path(db, name)
         if not SchemaManager(self.io, TablePaths(path)).create(table_schema):
             if ignore_if_exists:
                 return self.get_table(identifier)
             raise TableAlreadyExistsError(f"table {identifier!r} already exists")
+        if log_options is not None:
+            try:
+                LogStore(log_options, schema, table_schema.primary_keys).create_topic()
+            except LogStoreError:
+                self.io.delete_dir(path)  # the table is not created without its topic
+                raise
         log.info("created table %s at %s", identifier, path)
         return self.get_table(identifier)
 
@@ -206,14 +223,18 @@ class Catalog:
         schema = manager.latest()
         options = TableOptions(dict(schema.options))
         store = FileStore(self.io, path, schema, options.to_filestore(), identifier)
-        return CatalogTable(identifier, path, schema, options, store)
+        log_options = log_store_options(options, schema.has_primary_key)
+        log_store = None if log_options is None else LogStore(log_options, schema.arrow_schema, schema.primary_keys)
+        return CatalogTable(identifier, path, schema, options, store, log_store)
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         if not self.table_exists(identifier):
             if ignore_if_not_exists:
                 return
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
-        db, name = parse_identifier(identifier)
-        path = self._table_path(db, name)
-        self.io.delete_dir(path)
+        table = self.get_table(identifier)
+        if table.log is not None:
+            table.log.drop_topic()  # a broker that is down fails the drop: nothing is removed
+        self.io.delete_dir(table.path)
+        path = table.path
         log.info("dropped table %s and removed %s", identifier, path)

@@ -72,10 +72,72 @@ WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
 )
 
+LOG_SYSTEM: ConfigOption[str] = ConfigOption(
+    "log.system", "enum", None,
+    "Log system of the table: `kafka` (a topic per table) or `none` (the file store alone). Default: `kafka` when "
+    "the session configures `table-storage.log.properties.bootstrap.servers`, `none` otherwise.",
+    choices=("kafka", "none"),
+)
+LOG_PROPERTIES: ConfigOption[str] = ConfigOption(
+    "log.properties", "map", None,
+    "Kafka client properties, e.g. `log.properties.bootstrap.servers` = `127.0.0.1:19092`.",
+)
+LOG_TOPIC: ConfigOption[str] = ConfigOption(
+    "log.topic", "string", None,
+    "Kafka topic of the table. Default: `<database>.<table>.<unique id>`, chosen when the table is created.",
+)
+LOG_RETENTION: ConfigOption[int] = ConfigOption(
+    "log.retention", "duration", None,
+    "How long the topic keeps changes (Kafka `retention.ms`). Default: the Kafka cluster's default.",
+)
+LOG_FORMAT: ConfigOption[str] = ConfigOption(
+    "log.format", "enum", "debezium-json", "Format of the topic's record values.",
+    choices=("debezium-json", "debezium-avro", "upsert"),
+)
+LOG_KEY_FORMAT: ConfigOption[str] = ConfigOption(
+    "log.key.format", "enum", "json", "Format of the record keys (primary-key fields) of tables with a primary key.",
+    choices=("json",),
+)
+LOG_CHANGELOG_MODE: ConfigOption[str] = ConfigOption(
+    "log.changelog-mode", "enum", "auto",
+    "`all`: the log stores every change including UPDATE_BEFORE. `upsert`: no UPDATE_BEFORE is stored and readers "
+    "normalize by key. `auto`: upsert for tables with a primary key, all otherwise.",
+    choices=("auto", "upsert", "all"),
+)
+LOG_CONSISTENCY: ConfigOption[str] = ConfigOption(
+    "log.consistency", "enum", "transactional",
+    "`transactional`: changes become visible when the file-store snapshot of the same commit is, exactly once. "
+    "`eventual` (primary-key tables only): visible at once; duplicates after a failure are removed by key.",
+    choices=("transactional", "eventual"),
+)
+LOG_SCAN: ConfigOption[str] = ConfigOption(
+    "log.scan", "enum", "full",
+    "Where reading changes starts: `full` (the latest snapshot, then the log from that snapshot's offsets), "
+    "`latest` (new changes only) or `from-timestamp` (`log.scan.timestamp-millis`).",
+    choices=("full", "latest", "from-timestamp"),
+)
+LOG_SCAN_TIMESTAMP: ConfigOption[int] = ConfigOption(
+    "log.scan.timestamp-millis", "int", None, "Start timestamp (epoch ms) for `log.scan` = `from-timestamp`."
+)
+DEBEZIUM_JSON: ConfigOption[str] = ConfigOption(
+    "debezium-json", "map", None,
+    "Options of the debezium-json format, as in Flink: `debezium-json.schema-include`, "
+    "`debezium-json.ignore-parse-errors`, `debezium-json.timestamp-format.standard`.",
+)
+DEBEZIUM_AVRO: ConfigOption[str] = ConfigOption(
+    "debezium-avro", "map", None,
+    "Options of the debezium-avro format: `debezium-avro.ignore-parse-errors`, `debezium-avro.namespace`.",
+)
+UPSERT_FORMAT: ConfigOption[str] = ConfigOption(
+    "upsert", "map", None, "Options of the upsert format: `upsert.ignore-parse-errors`."
+)
+
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
+    LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
+    LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
 )
 
 

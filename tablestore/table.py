@@ -23,21 +23,15 @@ from filestore.errors import CommitConflictError, InvalidWriteError
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.meta import CommitKind, CommitMessage, Snapshot, ValueKind
 from filestore.write import render_partition_column
+from tablestore.convert import Data, InvalidRowKindError, to_arrow, value_kinds
+from tablestore.changes import read_changes
 from tablestore.errors import TableStoreError
+from tablestore.writer import TableWriter
 
 log = logging.getLogger(__name__)
 
-ROW_KIND = "_row_kind"
-_ADD_KINDS = ("+I", "+U")
-_DELETE_KINDS = ("-U", "-D")
 DEFAULT_ORPHAN_GRACE = dt.timedelta(days=1)
 
-Data = Any
-"""What `write` accepts: a pyarrow Table or RecordBatch, a pandas DataFrame, or a list of dicts."""
-
-
-class InvalidRowKindError(TableStoreError):
-    """A `_row_kind` value is not one of +I, -U, +U, -D."""
 
 
 @dataclass(frozen=True)
@@ -68,32 +62,6 @@ class SnapshotInfo:
     def of(s: Snapshot) -> "SnapshotInfo":
         return SnapshotInfo(s.id, s.commit_kind.value, s.time_millis, s.total_record_count, s.delta_record_count,
                             s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets))
-
-
-def to_arrow(data: Data) -> pa.Table:
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, list):
-        return pa.Table.from_pylist(data)
-    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise TableStoreError(f"cannot write {type(data).__name__}: give a pyarrow Table/RecordBatch or a pandas DataFrame")
-
-
-def value_kinds(table_name: str, row_kinds: pa.ChunkedArray) -> np.ndarray:
-    """The ValueKind of each row of a `_row_kind` column, vectorised; unknown kinds raise naming them."""
-    valid = pc.is_in(row_kinds, value_set=pa.array(_ADD_KINDS + _DELETE_KINDS))
-    if row_kinds.null_count or not pc.all(valid).as_py():
-        bad = pc.unique(pc.filter(row_kinds, pc.invert(pc.fill_null(valid, False)))).to_pylist()
-        if row_kinds.null_count:
-            bad.append(None)
-        raise InvalidRowKindError(
-            f"table {table_name!r}: column {ROW_KIND!r} has values {bad}; valid: +I, -U, +U, -D"
-        )
-    deletes = pc.is_in(row_kinds, value_set=pa.array(_DELETE_KINDS)).to_numpy(zero_copy_only=False)
-    return np.where(deletes, int(ValueKind.DELETE), int(ValueKind.ADD)).astype(np.int8)
 
 
 class Table:
@@ -140,18 +108,12 @@ class Table:
         A string column `_row_kind` (+I, -U, +U, -D) makes `data` a changelog. Within one write rows apply in input
         order: a later row for the same key wins.
         """
-        table = to_arrow(data)
-        kinds = None
-        if ROW_KIND in table.schema.names:
-            kinds = value_kinds(self.name, table.column(ROW_KIND))
-            table = table.drop_columns([ROW_KIND])
-        scope = self._overwrite_scope(overwrite, table)
-        writer = self._store.new_write()
-        writer.write(table, kinds)
-        messages = writer.prepare_commit()
-        sid = self._store.new_commit(self._commit_user).commit(
-            messages, identifier=next(self._identifiers), overwrite=scope
-        )
+        arrow = to_arrow(data)
+        scope = self._overwrite_scope(overwrite, arrow)
+        with TableWriter(self, commit_user=self._commit_user, overwrite=scope) as writer:
+            writer.write(arrow)
+            sid = writer.commit(next(self._identifiers))
+            messages = writer.last_messages
         if not self._store.options.write_only and messages:
             self._auto_compact(messages)
         return sid
@@ -177,6 +139,28 @@ class Table:
         return self._store.new_commit(self._commit_user).commit(
             messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
         )
+
+    def log_writer(self, *, transactional_id: str | None = None) -> TableWriter:
+        """A write session: `write()` rows or changelogs, `commit()` at each checkpoint (one snapshot, and the
+        log's Kafka transaction), `close()` at the end. Usable as a context manager."""
+        return TableWriter(self, transactional_id=transactional_id)
+
+    def read_changes(
+        self,
+        scan: Literal["full", "latest", "from-timestamp"] | None = None,
+        timestamp_ms: int | None = None,
+        max_records: int | None = None,
+        timeout_s: float = 2.0,
+    ) -> Iterator[pa.RecordBatch]:
+        """The table's changes as Arrow batches with a `_row_kind` column (+I/-U/+U/-D), from its log.
+
+        `scan` (default: the `log.scan` option): "full" reads the latest snapshot as +I rows, then the log from
+        exactly the offsets that snapshot covers; "latest" only changes from now on; "from-timestamp" changes from
+        `timestamp_ms` on. Upsert-mode logs are normalized by primary key (-U/+U with the previous row). Stops after
+        `max_records` rows or when nothing arrived for `timeout_s` seconds.
+        """
+        return read_changes(self, scan=scan, timestamp_ms=timestamp_ms, max_records=max_records,
+                            timeout_s=timeout_s)
 
     def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
         if overwrite is False or overwrite is None:

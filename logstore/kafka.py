@@ -1,0 +1,120 @@
+"""Thin, typed, lazy wrappers over confluent-kafka: one owner each for the admin client, producer and consumer
+configuration. Nothing connects in `__init__`. Kafka errors are translated here, once, into LogStoreErrors that
+name the bootstrap servers and topic concerned."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from logstore.errors import LogStoreError
+
+log = logging.getLogger(__name__)
+
+
+class LogStoreUnavailableError(LogStoreError):
+    """The Kafka cluster did not answer in time."""
+
+
+class TopicError(LogStoreError):
+    """A topic could not be created, deleted or found."""
+
+
+def base_config(properties: Mapping[str, str]) -> dict[str, Any]:
+    if not properties.get("bootstrap.servers"):
+        raise LogStoreError("no Kafka bootstrap servers: set log.properties.bootstrap.servers")
+    return {"log_level": 0, "socket.connection.setup.timeout.ms": 5000, **properties}
+
+
+class KafkaAdmin:
+    def __init__(self, properties: Mapping[str, str], timeout_s: float = 10.0) -> None:
+        self._properties = dict(properties)
+        self._timeout_s = timeout_s
+        self._client: AdminClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self._properties.get("bootstrap.servers", "")
+
+    def _admin(self) -> AdminClient:
+        if self._client is None:
+            self._client = AdminClient(base_config(self._properties))
+        return self._client
+
+    def ping(self) -> None:
+        """Raise LogStoreUnavailableError unless the cluster answers within the timeout."""
+        try:
+            meta = self._admin().list_topics(timeout=self._timeout_s)
+        except KafkaException as e:
+            raise LogStoreUnavailableError(
+                f"Kafka at {self.bootstrap} did not answer within {self._timeout_s:.0f} s: {e}"
+            ) from None
+        if not meta.brokers:
+            raise LogStoreUnavailableError(f"Kafka at {self.bootstrap} has no live broker")
+
+    def partitions(self, topic: str) -> int | None:
+        """Number of partitions of `topic`, None when it does not exist."""
+        self.ping()
+        meta = self._admin().list_topics(topic=topic, timeout=self._timeout_s)
+        t = meta.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return len(t.partitions)
+
+    def create_topic(self, topic: str, partitions: int, retention_ms: int | None) -> None:
+        self.ping()
+        config = {} if retention_ms is None else {"retention.ms": str(retention_ms)}
+        futures = self._admin().create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)],
+            request_timeout=self._timeout_s,
+        )
+        try:
+            futures[topic].result(timeout=self._timeout_s)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TopicError(f"topic {topic!r} already exists on {self.bootstrap}") from None
+            raise TopicError(f"could not create topic {topic!r} on {self.bootstrap}: {e}") from None
+        log.info("created topic %s with %s partitions", topic, partitions)
+
+    def delete_topic(self, topic: str, *, missing_ok: bool = True) -> None:
+        self.ping()
+        futures = self._admin().delete_topics([topic], request_timeout=self._timeout_s)
+        try:
+            futures[topic].result(timeout=self._timeout_s)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if missing_ok and isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return
+            raise TopicError(f"could not delete topic {topic!r} on {self.bootstrap}: {e}") from None
+        log.info("deleted topic %s", topic)
+
+
+def producer_config(properties: Mapping[str, str], transactional_id: str | None) -> dict[str, Any]:
+    config = {
+        **base_config(properties),
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 1_000_000,
+        "compression.type": "lz4",
+    }
+    if transactional_id is not None:
+        config["transactional.id"] = transactional_id
+        config["transaction.timeout.ms"] = 60000
+    return config
+
+
+def consumer_config(properties: Mapping[str, str], read_committed: bool) -> dict[str, Any]:
+    return {
+        **base_config(properties),
+        "group.id": "tablestore-reader",  # never commits offsets: positions live in snapshots and readers
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        "fetch.wait.max.ms": 10,
+        "auto.offset.reset": "earliest",
+    }

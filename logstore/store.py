@@ -1,0 +1,56 @@
+"""`LogStore`: one table's topic, its formats, writers and readers."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from logstore.formats.avro import AvroSchemaRegistry
+from logstore.formats.base import FormatBase, KeyFormat
+from logstore.formats.factory import get_format
+from logstore.formats.jsonkey import get_key_format
+from logstore.kafka import KafkaAdmin, TopicError
+from logstore.options import LogStoreOptions
+from logstore.reader import LogReader
+from logstore.writer import LogWriter
+
+
+class LogStore:
+    def __init__(self, options: LogStoreOptions, schema: pa.Schema, primary_key: Sequence[str]) -> None:
+        self.options = options
+        self.schema = schema
+        self.primary_key = tuple(primary_key)
+        self.admin = KafkaAdmin(options.properties, options.request_timeout_s)
+        self.registry = AvroSchemaRegistry()
+
+    @property
+    def topic(self) -> str:
+        return self.options.topic
+
+    def value_format(self) -> FormatBase:
+        return get_format(self.options.format, self.schema, self.primary_key, self.options.format_options,
+                          registry=self.registry)
+
+    def key_format(self) -> KeyFormat | None:
+        return get_key_format(self.options.key_format, self.schema, self.primary_key)
+
+    def create_topic(self) -> None:
+        self.admin.create_topic(self.topic, self.options.partitions, self.options.retention_ms)
+
+    def drop_topic(self) -> None:
+        self.admin.delete_topic(self.topic, missing_ok=True)
+
+    def check_topic(self) -> None:
+        partitions = self.admin.partitions(self.topic)
+        if partitions is None:
+            raise TopicError(f"topic {self.topic!r} of the table does not exist on {self.options.bootstrap_servers}")
+        if partitions != self.options.partitions:
+            raise TopicError(
+                f"topic {self.topic!r} has {partitions} partitions, the table has {self.options.partitions} buckets"
+            )
+
+    def new_writer(self, transactional_id: str | None = None) -> LogWriter:
+        return LogWriter(self.options, self.value_format(), self.key_format(), transactional_id)
+
+    def new_reader(self) -> LogReader:
+        return LogReader(self.options, self.value_format())

@@ -1,0 +1,168 @@
+"""Writing a table's changes to its topic: one record per change, Kafka partition = the row's file-store bucket
+(the caller passes the bucket numbers; the log store never hashes on its own).
+
+Transactional consistency is a state machine (one Kafka transaction per file-store commit):
+    IDLE --write--> OPEN --prepare--> PREPARED --commit--> IDLE
+                      \\______________________--abort--> IDLE
+1. `write` begins a transaction on the first change and produces into it (invisible to read_committed readers);
+2. `prepare` flushes and returns, per partition, the offset after this transaction's last record: the file store
+   stores these in the snapshot of the same commit;
+3. the caller commits the file-store snapshot, then calls `commit` (the records become visible), or `abort`.
+Eventual consistency has no transaction: records are visible as soon as they are flushed; `prepare` flushes,
+`commit` is a no-op, and duplicates after a failure are deduplicated by key downstream.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import KafkaException, Producer
+
+from logstore.changes import ROW_KIND_COLUMN, RowKind
+from logstore.errors import LogStoreError
+from logstore.formats.base import FormatBase, KeyFormat
+from logstore.kafka import LogStoreUnavailableError, producer_config
+from logstore.options import LogStoreOptions
+
+log = logging.getLogger(__name__)
+
+
+class WriterState(enum.Enum):
+    IDLE = "IDLE"
+    OPEN = "OPEN"
+    PREPARED = "PREPARED"
+    CLOSED = "CLOSED"
+
+
+class LogWriter:
+    def __init__(
+        self,
+        options: LogStoreOptions,
+        value_format: FormatBase,
+        key_format: KeyFormat | None,
+        transactional_id: str | None,
+    ) -> None:
+        self.options = options
+        self.value_format = value_format
+        self.key_format = key_format
+        self.transactional = options.consistency == "transactional"
+        self._transactional_id = transactional_id if self.transactional else None
+        self._producer: Producer | None = None
+        self._state = WriterState.IDLE
+        self._offsets: dict[int, int] = {}
+        self._errors: list[str] = []
+
+    @property
+    def state(self) -> WriterState:
+        return self._state
+
+    def _client(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(producer_config(self.options.properties, self._transactional_id))
+            if self.transactional:
+                try:
+                    self._producer.init_transactions(self.options.request_timeout_s)
+                except KafkaException as e:
+                    raise LogStoreUnavailableError(
+                        f"topic {self.options.topic!r}: could not start a Kafka transaction on "
+                        f"{self.options.bootstrap_servers}: {e}"
+                    ) from None
+        return self._producer
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"partition {msg.partition()}: {err}")
+        else:
+            p, o = msg.partition(), msg.offset()
+            if o + 1 > self._offsets.get(p, -1):
+                self._offsets[p] = o + 1
+
+    def write(self, batch: pa.RecordBatch | pa.Table, buckets: np.ndarray) -> int:
+        """Produce the changes of `batch` (table columns + `_row_kind`) to partitions `buckets`; the records sent."""
+        if self._state is WriterState.CLOSED:
+            raise LogStoreError(f"topic {self.options.topic!r}: the log writer is closed")
+        if self._state is WriterState.PREPARED:
+            raise LogStoreError(f"topic {self.options.topic!r}: commit or abort the prepared transaction first")
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        buckets = np.asarray(buckets)
+        if self.options.changelog_mode == "upsert" and ROW_KIND_COLUMN in table.schema.names:
+            keep = pc.not_equal(table.column(ROW_KIND_COLUMN), RowKind.UPDATE_BEFORE.value)
+            buckets = buckets[keep.to_numpy(zero_copy_only=False)]
+            table = table.filter(keep)
+        if table.num_rows == 0:
+            return 0
+        record_batch = table.combine_chunks().to_batches()[0]
+        encoded = self.value_format.encode_batch(record_batch)
+        keys: Sequence[bytes | None]
+        if self.key_format is not None:
+            keys = self.key_format.encode_batch(record_batch.take(pa.array(encoded.rows)))
+        else:
+            keys = [None] * len(encoded.values)
+        producer = self._client()
+        if self.transactional and self._state is WriterState.IDLE:
+            producer.begin_transaction()
+        self._state = WriterState.OPEN
+        topic, on_delivery = self.options.topic, self._on_delivery
+        partitions = buckets[encoded.rows].tolist()
+        for value, key, partition in zip(encoded.values, keys, partitions):
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+        return len(encoded.values)
+
+    def flush(self) -> None:
+        if self._producer is None:
+            return
+        left = self._producer.flush(self.options.request_timeout_s)
+        if left:
+            raise LogStoreUnavailableError(
+                f"topic {self.options.topic!r}: {left} records not delivered to {self.options.bootstrap_servers} "
+                f"within {self.options.request_timeout_s:.0f} s"
+            )
+        if self._errors:
+            errors, self._errors = self._errors, []
+            raise LogStoreError(f"topic {self.options.topic!r}: delivery failed: {'; '.join(errors[:3])}")
+
+    def prepare(self) -> dict[int, int]:
+        """Flush; per partition, the offset after the last record written since the last commit."""
+        if self._state is WriterState.OPEN:
+            self.flush()
+            self._state = WriterState.PREPARED
+        offsets, self._offsets = dict(self._offsets), {}
+        return offsets
+
+    def commit(self) -> None:
+        if self._state is WriterState.OPEN:
+            self.prepare()
+        if self._state is WriterState.PREPARED and self.transactional and self._producer is not None:
+            try:
+                self._producer.commit_transaction(self.options.request_timeout_s)
+            except KafkaException as e:
+                raise LogStoreError(f"topic {self.options.topic!r}: committing the Kafka transaction failed: {e}")
+        self._state = WriterState.IDLE
+
+    def abort(self) -> None:
+        if self._state in (WriterState.OPEN, WriterState.PREPARED) and self.transactional and self._producer:
+            try:
+                self._producer.abort_transaction(self.options.request_timeout_s)
+            except KafkaException as e:
+                log.warning("topic %s: aborting the Kafka transaction failed: %s", self.options.topic, e)
+        self._offsets, self._errors = {}, []
+        self._state = WriterState.IDLE
+
+    def close(self) -> None:
+        if self._state in (WriterState.OPEN, WriterState.PREPARED):
+            self.abort()
+        if self._producer is not None and not self.transactional:
+            self._producer.flush(self.options.request_timeout_s)
+        self._producer = None
+        self._state = WriterState.CLOSED
