@@ -1,7 +1,8 @@
 """Snapshot expiration and orphan-file removal.
 
-Expiration keeps the newest `snapshot.num-retained.min` snapshots always, never more than
-`snapshot.num-retained.max`, and in between those younger than `snapshot.time-retained`. It expires from the
+Expiration keeps the newest `snapshot.num-retained.min` snapshots always (and the latest one whatever the options
+say: it is the table), never more than `snapshot.num-retained.max`, and in between those younger than
+`snapshot.time-retained`. It expires from the
 front only (ids stay contiguous), in this order:
 1. move the EARLIEST hint past the expired ids and delete their snapshot files (no new reader can start on them);
 2. delete every data file, manifest and manifest list that some expired snapshot used and no retained one does.
@@ -59,7 +60,8 @@ def expire_snapshots(store: "FileStore", now_ms: int | None = None) -> ExpireRes
             expire_count = i + 1
         else:
             break
-    if expire_count == 0:
+    expire_count = min(expire_count, n - 1)  # the latest snapshot is the table: never expired
+    if expire_count <= 0:
         return ExpireResult((), 0)
     expired, retained = snapshots[:expire_count], snapshots[expire_count:]
     keep: set[str] = set()

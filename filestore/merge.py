@@ -9,8 +9,11 @@ Rules:
 - Table without a primary key: the key is the whole row, the value a count; counts of equal rows are summed
   (ADD counts +n, DELETE -n); a row with count n reads as n rows, count <= 0 reads as nothing.
 
-`final=False` (flush, partial compaction) keeps DELETE winners and negative counts: older runs that are not part of
-the merge may still hold the key. `final=True` (read, full compaction of every run) drops them.
+`final=False` (flush, partial compaction) keeps DELETE winners: older runs that are not part of the merge may still
+hold the key. `final=True` (read, full compaction of every run) drops them.
+Counts are summed the same way in both modes and only zero counts are dropped: a negative count (a retraction of a
+row not yet added) is kept even by a full compaction, so that a later +1 still cancels it; otherwise what a read
+returns would depend on when compaction ran. `expand_counts` turns counts <= 0 into no row at read time.
 The output is sorted by key: it is a sorted run. Everything is vectorised (Arrow sort/group_by, numpy), no
 per-row Python.
 """
@@ -66,8 +69,7 @@ def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) 
         return records
     grouped = records.group_by(list(row_columns), use_threads=False).aggregate([(COUNT, "sum"), (SEQ, "max")])
     counts = grouped.column(f"{COUNT}_sum")
-    keep = pc.greater(counts, 0) if final else pc.not_equal(counts, 0)
-    grouped = grouped.filter(keep)
+    grouped = grouped.filter(pc.not_equal(counts, 0))  # negative counts survive even a final merge (see above)
     out = pa.table(
         {
             **{c: grouped.column(c) for c in row_columns},
@@ -83,8 +85,8 @@ def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) 
 
 
 def expand_counts(merged: pa.Table) -> pa.Table:
-    """A row with count n becomes n rows (tables without a primary key, after a final merge)."""
+    """A row with count n becomes n rows, count <= 0 none (tables without a primary key, after a final merge)."""
     counts = merged.column(COUNT).to_numpy()
     if merged.num_rows == 0 or bool((counts == 1).all()):
         return merged
-    return merged.take(pa.array(np.repeat(np.arange(merged.num_rows), counts)))
+    return merged.take(pa.array(np.repeat(np.arange(merged.num_rows), np.maximum(counts, 0))))

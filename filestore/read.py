@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from filestore.datafile import read_data_file
 from filestore.errors import SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge
-from filestore.scan import Split
+from filestore.scan import Split, check_filter
 
 if TYPE_CHECKING:
     from filestore.store import FileStore
@@ -27,6 +27,8 @@ class SplitRead:
         unknown = [c for c in columns or () if c not in schema.names]
         if unknown:
             raise SchemaMismatchError(f"table {store.table_name!r} has no columns {unknown}; columns: {schema.names}")
+        if filter is not None:
+            check_filter(schema, filter, store.table_name)
         self.columns = list(columns) if columns is not None else list(schema.names)
         self.filter = filter
         system = [SEQ, KIND] + ([] if store.schema.has_primary_key else [COUNT])

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from filestore.errors import SchemaMismatchError
 from filestore.keycodec import decode_value
 from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.paths import DEFAULT_PARTITION
@@ -58,6 +59,15 @@ def _bounds(lo: bytes, hi: bytes, type_: pa.DataType) -> tuple[pa.Scalar, pa.Sca
     return pa.scalar(low, type_), pa.scalar(high, type_)
 
 
+def check_filter(schema: pa.Schema, filter: object, table_name: str) -> None:
+    """A filter is a boolean `pyarrow.compute.Expression` over the table's columns; SchemaMismatchError otherwise
+    (evaluated once on an empty table, so the user gets a typed error naming the table, not an Arrow one)."""
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowException, TypeError) as e:
+        raise SchemaMismatchError(f"table {table_name!r}: invalid filter {filter}: {e}") from e
+
+
 class FileStoreScan:
     def __init__(self, store: "FileStore") -> None:
         self.store = store
@@ -66,6 +76,8 @@ class FileStoreScan:
         self._skip_columns = set(schema.primary_keys) if schema.has_primary_key else set(schema.arrow_schema.names)
 
     def plan(self, snapshot: Snapshot | None, filter: pc.Expression | None = None) -> list[Split]:
+        if filter is not None:
+            check_filter(self.store.schema.arrow_schema, filter, self.store.table_name)
         if snapshot is None:
             return []
         entries = list(self.store.live_entries(snapshot).values())

@@ -1,0 +1,193 @@
+"""The one merge function (filestore.merge) against a plain dict replay, for random records split into runs.
+
+Flush and compaction merge a subset of the runs non-finally; read merges the rest finally. Both must give what one
+final merge of everything gives, which is what a dict replay in sequence order gives.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from filestore.meta import ValueKind
+from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, merge_counts, merge_primary_key
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ADD, DELETE = int(ValueKind.ADD), int(ValueKind.DELETE)
+
+PK_SCHEMA = pa.schema([(SEQ, pa.int64()), (KIND, pa.int8()), ("k1", pa.int64()), ("k2", pa.string()),
+                       ("v", pa.float64())])
+COUNT_SCHEMA = pa.schema([(SEQ, pa.int64()), (KIND, pa.int8()), (COUNT, pa.int64()), ("a", pa.int64()),
+                          ("b", pa.string())])
+
+# (key1, key2, is_delete, value): a small key space so keys repeat often
+pk_record = st.tuples(st.integers(-3, 3), st.sampled_from(["", "a", "b", "é"]), st.booleans(),
+                      st.floats(allow_nan=False, width=32) | st.none())
+# (a, b, is_delete): whole-row keys, nulls included
+count_record = st.tuples(st.integers(0, 3) | st.none(), st.sampled_from(["x", "y"]) | st.none(), st.booleans())
+
+
+def pk_table(records: list[tuple[Any, ...]], seqs: list[int]) -> pa.Table:
+    return pa.table(
+        {
+            SEQ: seqs,
+            KIND: [DELETE if d else ADD for _, _, d, _ in records],
+            "k1": [r[0] for r in records],
+            "k2": [r[1] for r in records],
+            "v": [r[3] for r in records],
+        },
+        schema=PK_SCHEMA,
+    )
+
+
+def count_table(records: list[tuple[Any, ...]], seqs: list[int]) -> pa.Table:
+    return pa.table(
+        {
+            SEQ: seqs,
+            KIND: [ADD] * len(records),
+            COUNT: [-1 if d else 1 for _, _, d in records],
+            "a": [r[0] for r in records],
+            "b": [r[1] for r in records],
+        },
+        schema=COUNT_SCHEMA,
+    )
+
+
+def pk_replay(records: list[tuple[Any, ...]], seqs: list[int]) -> dict[tuple[Any, Any], Any]:
+    state: dict[tuple[Any, Any], Any] = {}
+    for seq, (k1, k2, is_delete, v) in sorted(zip(seqs, records), key=lambda x: x[0]):
+        if is_delete:
+            state.pop((k1, k2), None)
+        else:
+            state[(k1, k2)] = v
+    return state
+
+
+def count_replay(records: list[tuple[Any, ...]]) -> Counter[tuple[Any, Any]]:
+    counts: Counter[tuple[Any, Any]] = Counter()
+    for a, b, is_delete in records:
+        counts[(a, b)] += -1 if is_delete else 1
+    return counts
+
+
+def pk_rows(merged: pa.Table) -> dict[tuple[Any, Any], Any]:
+    keys = list(zip(merged.column("k1").to_pylist(), merged.column("k2").to_pylist()))
+    assert len(set(keys)) == len(keys), "a merge leaves one record per key"
+    return dict(zip(keys, merged.column("v").to_pylist()))
+
+
+def sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((x is None, x) if not isinstance(x, tuple) else x for x in row)
+
+
+@st.composite
+def shuffled_runs(draw: st.DrawFn, record: st.SearchStrategy[tuple[Any, ...]]) -> tuple[list[Any], list[int], list[int]]:
+    """Records with unique sequence numbers in random order, and cut points splitting them into runs."""
+    records = draw(st.lists(record, max_size=40))
+    seqs = draw(st.permutations(list(range(100, 100 + len(records)))))
+    cuts = sorted(draw(st.lists(st.integers(0, len(records)), max_size=4)))
+    return records, list(seqs), cuts
+
+
+def runs_of(table: pa.Table, cuts: list[int]) -> list[pa.Table]:
+    bounds = [0, *cuts, table.num_rows]
+    return [table.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+
+
+@SETTINGS
+@given(shuffled_runs(pk_record))
+def test_primary_key_merge_equals_dict_replay(case: tuple[list[Any], list[int], list[int]]) -> None:
+    records, seqs, _ = case
+    merged = merge_primary_key(pk_table(records, seqs), ["k1", "k2"], final=True)
+    assert pk_rows(merged) == pk_replay(records, seqs)
+    assert set(merged.column(KIND).to_pylist()) <= {ADD}
+    keys = [sort_key(k) for k in zip(merged.column("k1").to_pylist(), merged.column("k2").to_pylist())]
+    assert keys == sorted(keys), "the output is a sorted run"
+
+
+@SETTINGS
+@given(shuffled_runs(pk_record))
+def test_primary_key_two_stage_merge_equals_one_final_merge(case: tuple[list[Any], list[int], list[int]]) -> None:
+    records, seqs, cuts = case
+    table = pk_table(records, seqs)
+    keys = ["k1", "k2"]
+    flushed = [merge(run, keys, primary_key=True, final=False) for run in runs_of(table, cuts)]
+    for run in flushed:
+        pk_rows(run)  # one record per key inside each flushed run, deletes kept
+    staged = merge(pa.concat_tables(flushed), keys, primary_key=True, final=True)
+    once = merge(table, keys, primary_key=True, final=True)
+    assert staged.sort_by([("k1", "ascending"), ("k2", "ascending")]).equals(
+        once.sort_by([("k1", "ascending"), ("k2", "ascending")])
+    )
+    assert pk_rows(staged) == pk_replay(records, seqs)
+
+
+@SETTINGS
+@given(shuffled_runs(pk_record))
+def test_non_final_merge_keeps_the_winning_delete(case: tuple[list[Any], list[int], list[int]]) -> None:
+    records, seqs, _ = case
+    merged = merge_primary_key(pk_table(records, seqs), ["k1", "k2"], final=False)
+    winners: dict[tuple[Any, Any], bool] = {}
+    for _, (k1, k2, is_delete, _) in sorted(zip(seqs, records), key=lambda x: x[0]):
+        winners[(k1, k2)] = is_delete
+    got = dict(zip(zip(merged.column("k1").to_pylist(), merged.column("k2").to_pylist()),
+                   (k == DELETE for k in merged.column(KIND).to_pylist())))
+    assert got == winners
+
+
+@SETTINGS
+@given(shuffled_runs(count_record))
+def test_count_merge_equals_multiset_replay(case: tuple[list[Any], list[int], list[int]]) -> None:
+    records, seqs, _ = case
+    merged = merge_counts(count_table(records, seqs), ["a", "b"], final=True)
+    expected = count_replay(records)
+    got = dict(zip(zip(merged.column("a").to_pylist(), merged.column("b").to_pylist()), merged.column(COUNT).to_pylist()))
+    assert got == {k: n for k, n in expected.items() if n != 0}  # negative counts stay for a later +1 to cancel
+    expanded = expand_counts(merged)
+    rows = sorted((list(zip(expanded.column("a").to_pylist(), expanded.column("b").to_pylist()))), key=sort_key)
+    assert rows == sorted((k for k, n in expected.items() for _ in range(max(n, 0))), key=sort_key)
+
+
+@SETTINGS
+@given(shuffled_runs(count_record))
+def test_count_two_stage_merge_equals_one_final_merge(case: tuple[list[Any], list[int], list[int]]) -> None:
+    records, seqs, cuts = case
+    table = count_table(records, seqs)
+    flushed = [merge(run, ["a", "b"], primary_key=False, final=False) for run in runs_of(table, cuts)]
+    for run in flushed:
+        assert 0 not in run.column(COUNT).to_pylist(), "zero counts carry no information and are dropped"
+    staged = expand_counts(merge(pa.concat_tables(flushed), ["a", "b"], primary_key=False, final=True))
+    once = expand_counts(merge(table, ["a", "b"], primary_key=False, final=True))
+    by = [("a", "ascending"), ("b", "ascending")]
+    assert staged.select(["a", "b"]).sort_by(by).equals(once.select(["a", "b"]).sort_by(by))
+
+
+def test_count_merge_keeps_negative_counts_even_when_final() -> None:
+    """A full compaction is a final merge: dropping a retraction there would let a later insert show up, while
+    without the compaction it cancels out (reads would depend on when compaction ran)."""
+    records = [(1, "x", True), (1, "x", True), (2, "y", False), (2, "y", True)]
+    for final in (False, True):
+        merged = merge_counts(count_table(records, [1, 2, 3, 4]), ["a", "b"], final=final)
+        assert merged.select(["a", "b", COUNT]).to_pylist() == [{"a": 1, "b": "x", COUNT: -2}]
+        assert expand_counts(merged).num_rows == 0
+    compacted = merge_counts(count_table(records, [1, 2, 3, 4]), ["a", "b"], final=True)
+    later = count_table([(1, "x", False)] * 3, [5, 6, 7])
+    again = expand_counts(merge_counts(pa.concat_tables([compacted, later]), ["a", "b"], final=True))
+    assert again.select(["a", "b"]).to_pylist() == [{"a": 1, "b": "x"}]
+
+
+def test_nulls_in_whole_row_keys_are_one_key() -> None:
+    records = [(None, None, False), (None, None, False), (None, "x", False), (None, None, True)]
+    merged = merge_counts(count_table(records, [1, 2, 3, 4]), ["a", "b"], final=True)
+    assert sorted(merged.select(["a", "b", COUNT]).to_pylist(), key=lambda r: str(r["b"])) == [
+        {"a": None, "b": None, COUNT: 1},
+        {"a": None, "b": "x", COUNT: 1},
+    ]
+
+
+def test_empty_input_merges_to_empty() -> None:
+    assert merge(pk_table([], []), ["k1", "k2"], primary_key=True, final=True).num_rows == 0
+    assert merge(count_table([], []), ["a", "b"], primary_key=False, final=True).num_rows == 0

@@ -1,0 +1,194 @@
+"""Oracle property test: random sequences of writes (changelogs with +I/-U/+U/-D), multi-flush commits,
+overwrites (whole, static, dynamic) and compactions, on primary-key and count tables with one or several buckets and
+partitions, against a plain dict replay. After every step the table reads as the oracle, and time travel to every
+earlier snapshot reads as the oracle did then.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Union
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import catalog
+import tablestore
+
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False),
+                    ("v", pa.int64())])
+PARTITIONS = ["x", "y", "z"]
+Record = tuple[str, int, str, Union[int, None]]  # (row kind, id, p, v)
+Row = tuple[int, str, Union[int, None]]
+
+
+@dataclass(frozen=True)
+class Write:
+    records: list[Record]
+
+
+@dataclass(frozen=True)
+class ChunkedWrite:
+    """Several writer.write() calls in one commit: a memtable flush (a new sorted run) after each."""
+
+    chunks: list[list[Record]]
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    scope: str  # "all", "dynamic" or a partition value (static)
+    records: list[Record]
+
+
+@dataclass(frozen=True)
+class Compact:
+    full: bool
+
+
+Op = Union[Write, ChunkedWrite, Overwrite, Compact]
+
+record = st.tuples(st.sampled_from(["+I", "+I", "+U", "-U", "-D"]), st.integers(0, 12), st.sampled_from(PARTITIONS),
+                   st.integers(0, 5) | st.none())
+inserts = st.lists(record.map(lambda r: ("+I", *r[1:])), min_size=1, max_size=12)
+op = st.one_of(
+    st.builds(Write, st.lists(record, min_size=1, max_size=25)),
+    st.builds(ChunkedWrite, st.lists(st.lists(record, min_size=1, max_size=10), min_size=2, max_size=4)),
+    st.builds(Overwrite, st.sampled_from(["all", "dynamic"]), inserts),
+    st.sampled_from(PARTITIONS).flatmap(
+        lambda p: st.builds(Overwrite, st.just(p), st.lists(record.map(lambda r: ("+I", r[1], p, r[3])), max_size=8))
+    ),
+    st.builds(Compact, st.booleans()),
+)
+
+
+class Oracle:
+    """The table as a plain dict replay: key -> row (primary key) or row -> count (no primary key)."""
+
+    def __init__(self, pk: bool, partitioned: bool) -> None:
+        self.pk = pk
+        self.partitioned = partitioned
+        self.rows: dict[Any, Row] = {}
+        self.counts: Counter[Row] = Counter()
+
+    def well_formed(self, records: list[Record]) -> list[Record]:
+        """Without a primary key, drop retractions of rows that are not there: a real changelog never has them."""
+        if self.pk:
+            return records
+        counts = Counter(self.counts)
+        out = []
+        for kind, i, p, v in records:
+            if kind in ("-U", "-D"):
+                if counts[(i, p, v)] <= 0:
+                    continue
+                counts[(i, p, v)] -= 1
+            else:
+                counts[(i, p, v)] += 1
+            out.append((kind, i, p, v))
+        return out
+
+    def apply(self, records: list[Record]) -> None:
+        for kind, i, p, v in records:
+            if self.pk:
+                key = (i, p) if self.partitioned else i
+                if kind in ("+I", "+U"):
+                    self.rows[key] = (i, p, v)
+                else:
+                    self.rows.pop(key, None)
+            else:
+                self.counts[(i, p, v)] += 1 if kind in ("+I", "+U") else -1
+
+    def truncate(self, partitions: set[str] | None) -> None:
+        """Remove everything (None) or everything in `partitions`."""
+        self.rows = {k: r for k, r in self.rows.items() if partitions is not None and r[1] not in partitions}
+        self.counts = Counter({r: n for r, n in self.counts.items() if partitions is not None and r[1] not in partitions})
+
+    def state(self) -> list[Row]:
+        if self.pk:
+            out = list(self.rows.values())
+        else:
+            out = [r for r, n in self.counts.items() for _ in range(max(n, 0))]
+        return sorted(out, key=_order)
+
+
+def _order(row: Row) -> tuple[Any, ...]:
+    return (row[0], row[1], row[2] is None, row[2] or 0)
+
+
+def as_table(records: list[Record]) -> pa.Table:
+    return pa.table({"_row_kind": pa.array([r[0] for r in records], pa.string()),
+                     "id": pa.array([r[1] for r in records], pa.int64()),
+                     "p": pa.array([r[2] for r in records], pa.string()),
+                     "v": pa.array([r[3] for r in records], pa.int64())})
+
+
+def read_rows(t: tablestore.Table, snapshot_id: int | None = None) -> list[Row]:
+    got = t.read(snapshot_id=snapshot_id)
+    return sorted(zip(got.column("id").to_pylist(), got.column("p").to_pylist(), got.column("v").to_pylist()),
+                  key=_order)
+
+
+@SETTINGS
+@given(
+    pk=st.booleans(),
+    partitioned=st.booleans(),
+    bucket=st.sampled_from([1, 3]),
+    write_only=st.booleans(),
+    ops=st.lists(op, min_size=1, max_size=8),
+)
+def test_table_matches_dict_replay(pk: bool, partitioned: bool, bucket: int, write_only: bool, ops: list[Op]) -> None:
+    with tempfile.TemporaryDirectory() as wh:
+        cat = tablestore.Catalog(wh)
+        cat.create_database("db")
+        t = cat.create_table(
+            "db.t", schema=SCHEMA,
+            primary_key=((["id", "p"] if partitioned else ["id"]) if pk else None),
+            partition_by=["p"] if partitioned else None,
+            options={"bucket": str(bucket), "write-buffer-size": "1 kb", "target-file-size": "2 kb",
+                     "num-sorted-run.compaction-trigger": "2", "manifest.merge-min-count": "2",
+                     "write-only": str(write_only).lower()},
+        )
+        store = catalog.Catalog(wh).get_table("db.t").store
+        oracle = Oracle(pk, partitioned)
+        history: dict[int, list[Row]] = {}
+
+        for step, operation in enumerate(ops):
+            if isinstance(operation, Write):
+                records = oracle.well_formed(operation.records)
+                t.write(as_table(records))
+                oracle.apply(records)
+            elif isinstance(operation, ChunkedWrite):
+                writer = store.new_write()
+                for chunk in operation.chunks:
+                    records = oracle.well_formed(chunk)
+                    table = as_table(records)
+                    kinds = [1 if k in ("-U", "-D") else 0 for k in table.column("_row_kind").to_pylist()]
+                    writer.write(table.drop_columns(["_row_kind"]), kinds)  # type: ignore[arg-type]
+                    oracle.apply(records)
+                store.new_commit(f"chunked-{step}").commit(writer.prepare_commit(), identifier=step)
+            elif isinstance(operation, Overwrite):
+                records = operation.records
+                if operation.scope == "all" or not partitioned:
+                    t.write(as_table(records), overwrite=True if operation.scope != "dynamic" else "dynamic")
+                    oracle.truncate(None)
+                elif operation.scope == "dynamic":
+                    t.write(as_table(records), overwrite="dynamic")
+                    oracle.truncate({r[2] for r in records})
+                else:
+                    t.write(as_table(records), overwrite={"p": operation.scope})
+                    oracle.truncate({operation.scope})
+                oracle.apply(records)
+            else:
+                t.compact(full=operation.full)
+
+            expected = oracle.state()
+            assert read_rows(t) == expected, (step, operation)
+            latest = t.latest_snapshot_id()
+            if latest is not None:
+                for info in t.snapshots():
+                    history.setdefault(info.id, expected)  # new snapshots of this step (writes and compactions)
+
+        for sid, expected in history.items():
+            assert read_rows(t, snapshot_id=sid) == expected, sid
