@@ -6,6 +6,7 @@ from filestore.errors import (
     FileStoreError,
     InvalidWriteError,
     SchemaMismatchError,
+    SequenceConflictError,
     SnapshotNotFoundError,
 )
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, Snapshot, ValueKind
@@ -25,6 +26,7 @@ __all__ = [
     "FileStoreOptions",
     "InvalidWriteError",
     "SchemaMismatchError",
+    "SequenceConflictError",
     "Snapshot",
     "SnapshotNotFoundError",
     "TableSchema",

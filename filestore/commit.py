@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
-from filestore.errors import CommitConflictError, CommitRetriesExhaustedError
+from filestore.errors import CommitConflictError, CommitRetriesExhaustedError, SequenceConflictError
 from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class FileStoreCommit:
             delta = self._build(messages, live, overwrite)
             if not delta.entries and not log_offsets and overwrite is None:
                 return None if latest is None else latest.id
-            self._validate(delta, live)
+            self._validate(delta, live, kind)
             written: list[str] = []
             snapshot = self._prepare_snapshot(latest, live, delta, identifier, kind, log_offsets or {}, written)
             if self.store.snapshots.try_publish(snapshot):
@@ -125,10 +125,29 @@ class FileStoreCommit:
                     deleted_rows += e.file.row_count
         return _Delta(tuple(entries), added_rows, deleted_rows)
 
-    def _validate(self, delta: _Delta, live: dict[tuple[Partition, int, str], ManifestEntry]) -> None:
+    def _validate(
+        self, delta: _Delta, live: dict[tuple[Partition, int, str], ManifestEntry], kind: CommitKind
+    ) -> None:
+        """4. Every deleted file is live; appended primary-key files sort after every remaining live file of their
+        bucket (else another writer's sequence numbers tie with ours and one update would be lost)."""
         gone = [e.file.file_name for e in delta.entries if e.kind == FileKind.DELETE and e.identifier not in live]
         if gone:
             raise CommitConflictError(self.store.table_name, gone)
+        if kind == CommitKind.COMPACT or not self.store.schema.has_primary_key:
+            return
+        deleted = {e.identifier for e in delta.entries if e.kind == FileKind.DELETE}
+        max_live: dict[tuple[Partition, int], int] = {}
+        for ident, e in live.items():
+            if ident not in deleted:
+                where = (e.partition, e.bucket)
+                max_live[where] = max(max_live.get(where, -1), e.file.max_sequence_number)
+        tied = sorted({
+            f"{'/'.join(e.partition) or '-'}:{e.bucket}"
+            for e in delta.entries
+            if e.kind == FileKind.ADD and e.file.min_sequence_number <= max_live.get((e.partition, e.bucket), -1)
+        })
+        if tied:
+            raise SequenceConflictError(self.store.table_name, tied)
 
     def _prepare_snapshot(
         self,

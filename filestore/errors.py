@@ -19,6 +19,21 @@ class CommitConflictError(FileStoreError):
         self.files = files
 
 
+class SequenceConflictError(CommitConflictError):
+    """Another writer committed to the same primary-key bucket since this writer started: its sequence numbers
+    would tie with ours and one update would be lost. Re-plan the write on the latest snapshot (Table.write
+    does so itself)."""
+
+    def __init__(self, table: str, buckets: list[str]) -> None:
+        FileStoreError.__init__(
+            self, f"commit conflict on table {table!r}: another writer committed to bucket(s) "
+            f"{', '.join(buckets[:5])} since this write started; retry it on the latest snapshot"
+        )
+        self.table = table
+        self.files = []
+        self.buckets = buckets
+
+
 class CommitRetriesExhaustedError(FileStoreError):
     """Other writers kept publishing first until the retry budget ran out."""
 

@@ -54,6 +54,9 @@ class FileStoreWrite:
     def conform(self, data: pa.Table) -> pa.Table:
         """Select and cast the input to the table's columns, with clear errors for what cannot fit."""
         target = self.schema.arrow_schema
+        for name in self.schema.primary_keys:
+            if name in data.schema.names and data.column(name).null_count:
+                raise InvalidWriteError(f"table {self.store.table_name!r}: primary-key column {name!r} has nulls")
         missing = [n for n in target.names if n not in data.schema.names]
         if missing:
             raise SchemaMismatchError(f"table {self.store.table_name!r}: input lacks columns {missing}")
@@ -66,9 +69,6 @@ class FileStoreWrite:
             conformed = data.select(target.names).cast(target)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as e:
             raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
-        for name in self.schema.primary_keys:
-            if conformed.column(name).null_count:
-                raise InvalidWriteError(f"table {self.store.table_name!r}: primary-key column {name!r} has nulls")
         return conformed
 
     def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> None:
@@ -103,6 +103,13 @@ class FileStoreWrite:
             self._append((tuple(partition), bucket), data.take(pa.array(idx)), kind_arr[idx])
 
     def _append(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
+        """Append in slices that fit the write buffer, so one large write still flushes at the bound."""
+        bytes_per_row = max(1, rows.nbytes // max(1, rows.num_rows))
+        step = max(1, self.store.options.write_buffer_size // bytes_per_row)
+        for start in range(0, rows.num_rows, step):
+            self._append_slice(where, rows.slice(start, step), kinds[start : start + step])
+
+    def _append_slice(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
         mem = self._memtables.get(where)
         if mem is None:
             mem = self._memtables[where] = _Memtable(next_sequence=self._max_seq.get(where, -1) + 1)

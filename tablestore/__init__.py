@@ -22,11 +22,12 @@ from filestore.errors import (
     FileStoreError,
     InvalidWriteError,
     SchemaMismatchError,
+    SequenceConflictError,
     SnapshotNotFoundError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import TableStoreError
-from tablestore.table import InvalidRowKindError, SnapshotInfo, Table
+from tablestore.errors import InvalidRowKindError, TableStoreError
+from tablestore.table import SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidTableError",
     "InvalidWriteError",
     "SchemaMismatchError",
+    "SequenceConflictError",
     "SnapshotInfo",
     "SnapshotNotFoundError",
     "Table",

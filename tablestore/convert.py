@@ -11,17 +11,13 @@ import pyarrow.compute as pc
 
 from filestore.meta import ValueKind
 from logstore.changes import RowKind
-from tablestore.errors import TableStoreError
+from tablestore.errors import InvalidRowKindError, TableStoreError
 
 _ADD_KINDS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 _DELETE_KINDS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 
 Data = Any
 """What `write` accepts: a pyarrow Table or RecordBatch, a pandas DataFrame, or a list of dicts."""
-
-
-class InvalidRowKindError(TableStoreError):
-    """A `_row_kind` value is not one of +I, -U, +U, -D."""
 
 
 def to_arrow(data: Data) -> pa.Table:
@@ -43,9 +39,7 @@ def value_kinds(table_name: str, row_kinds: pa.ChunkedArray) -> np.ndarray:
         bad = pc.unique(pc.filter(row_kinds, pc.invert(pc.fill_null(valid, False)))).to_pylist()
         if row_kinds.null_count:
             bad.append(None)
-        raise InvalidRowKindError(
-            f"table {table_name!r}: column '_row_kind' has values {bad}; valid: +I, -U, +U, -D"
-        )
+        raise InvalidRowKindError(bad if len(bad) > 1 else bad[0], table_name)
     deletes = pc.is_in(row_kinds, value_set=pa.array(_DELETE_KINDS)).to_numpy(zero_copy_only=False)
     return np.where(deletes, int(ValueKind.DELETE), int(ValueKind.ADD)).astype(np.int8)
 

@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore.compact import compact as _compact
-from filestore.errors import CommitConflictError, InvalidWriteError
+from filestore.errors import CommitConflictError, InvalidWriteError, SequenceConflictError
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.meta import CommitKind, CommitMessage, Snapshot, ValueKind
 from filestore.write import render_partition_column
-from tablestore.convert import Data, InvalidRowKindError, to_arrow, value_kinds
+from tablestore.convert import Data, to_arrow, value_kinds
 from tablestore.changes import read_changes
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter
@@ -110,10 +110,18 @@ class Table:
         """
         arrow = to_arrow(data)
         scope = self._overwrite_scope(overwrite, arrow)
-        with TableWriter(self, commit_user=self._commit_user, overwrite=scope) as writer:
-            writer.write(arrow)
-            sid = writer.commit(next(self._identifiers))
-            messages = writer.last_messages
+        for attempt in itertools.count():
+            try:
+                with TableWriter(self, commit_user=self._commit_user, overwrite=scope) as writer:
+                    writer.write(arrow)
+                    sid = writer.commit(next(self._identifiers))
+                    messages = writer.last_messages
+                break
+            except SequenceConflictError:
+                # another writer committed to the same buckets since this one started: re-plan on its snapshot
+                if attempt >= self._store.options.commit_max_retries:
+                    raise
+                log.info("table %s: concurrent write to the same buckets, retrying", self.name)
         if not self._store.options.write_only and messages:
             self._auto_compact(messages)
         return sid
@@ -179,7 +187,13 @@ class Table:
         spec: dict[str, str] = {}
         for key, value in overwrite.items():
             type_ = self.schema.field(key).type
-            typed = pa.scalar(value).cast(type_) if value is not None else pa.scalar(None, type_)
+            try:
+                typed = pa.scalar(value).cast(type_) if value is not None else pa.scalar(None, type_)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise TableStoreError(
+                    f"table {self.name!r}: overwrite value {value!r} does not fit partition column {key!r} "
+                    f"of type {type_}: {e}"
+                ) from None
             spec[key] = render_partition_column(pa.array([typed.as_py()], type_))[0].as_py()
             if key in table.schema.names and table.num_rows:
                 rendered = render_partition_column(table.column(key).cast(type_))
@@ -251,6 +265,7 @@ class Table:
             "partition_by": self.partition_by,
             "bucket": self._store.options.bucket,
             "options": self.options,
+            "log": self._describe_log(),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),
             "file_count": len(files),
@@ -260,6 +275,16 @@ class Table:
             },
             "total_file_size": sum(int(f["file_size"]) for f in files),  # type: ignore[call-overload]
         }
+
+    def _describe_log(self) -> dict[str, str]:
+        """The log system and, for kafka, its topic, bootstrap servers, formats and modes."""
+        log_store = self._handle.log
+        if log_store is None:
+            return {"system": "none"}
+        o = log_store.options
+        return {"system": "kafka", "topic": o.topic, "bootstrap": o.bootstrap_servers, "format": o.format,
+                "key-format": o.key_format if self.primary_key else "none", "changelog-mode": o.changelog_mode,
+                "consistency": o.consistency, "scan": o.scan}
 
     def latest_snapshot_id(self) -> int | None:
         return self._store.snapshots.latest_id()

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from filestore.bucket import bucket_of
 from filestore.commit import Overwrite
+from filestore.errors import CommitConflictError
 from filestore.meta import CommitMessage
 from logstore.changes import ROW_KIND_COLUMN, RowKind
 from logstore.writer import LogWriter
@@ -90,9 +91,13 @@ class TableWriter:
             sid = self._store.new_commit(self.commit_user).commit(
                 messages, identifier=ident, log_offsets=offsets, overwrite=self._overwrite
             )
-        except BaseException:
+        except BaseException as e:
             if self._log_writer is not None:
                 self._log_writer.abort()
+            if isinstance(e, CommitConflictError):  # never published: the files of this attempt are garbage
+                for m in messages:
+                    for f in m.added:
+                        self._store.io.delete(self._store.data_file_path(m.partition, m.bucket, f.file_name))
             raise
         if self._log_writer is not None:
             self._log_writer.commit()

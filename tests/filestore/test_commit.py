@@ -227,9 +227,6 @@ def test_commit_retries_on_top_of_a_writer_that_published_first(tmp_path: Path) 
     assert {p.rsplit("/", 1)[-1] for p in manifest_files(handle)} == used
 
 
-@pytest.mark.xfail(strict=True, reason="bug (write.py/store.py/commit.py): two writers prepared on the same base "
-                   "give the same sequence numbers to a key in the same bucket; the tie is resolved for the FIRST "
-                   "commit, so the later commit's update is silently lost")
 @pytest.mark.parametrize("order", ["AB", "BA"])
 def test_later_commit_of_the_same_key_wins_or_conflicts(tmp_path: Path, order: str) -> None:
     handle = make_table(tmp_path)

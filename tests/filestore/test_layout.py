@@ -241,7 +241,7 @@ def test_flushes_within_one_commit_become_separate_sorted_runs(tmp_path: Path) -
     sid = store.new_commit("u").commit(w.prepare_commit(), identifier=1)
     assert sid is not None
     files = _level0_files(t, sid)
-    assert len(files) == 4
+    assert len(files) >= 4  # every chunk is over the buffer, so it flushes at least once
     ranges = sorted((f["_MIN_SEQUENCE_NUMBER"], f["_MAX_SEQUENCE_NUMBER"]) for f in files)
     assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))  # runs in flush order
     for f in data_files(Path(t.path)):
@@ -251,8 +251,6 @@ def test_flushes_within_one_commit_become_separate_sorted_runs(tmp_path: Path) -
     assert got == {i: f"c{i % 2 + (2 if i >= 2 else 0)}" for i in range(200)}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: write.py flushes a memtable only between write() calls, so one large "
-                   "Table.write ignores write-buffer-size and produces a single run")
 def test_small_write_buffer_forces_several_runs_in_one_table_write(tmp_path: Path) -> None:
     t = new_table(tmp_path, options={"write-buffer-size": "4 kb"})
     sid = t.write(rows(3000))

@@ -91,10 +91,6 @@ def test_castable_types_are_accepted(tmp_path: Path) -> None:
     assert rows_of(t) == [{"id": 7, "dt": "a", "v": "x"}]
 
 
-@pytest.mark.xfail(strict=True, raises=SchemaMismatchError,
-                   reason="bug in filestore/write.py conform(): the cast to the non-nullable key field fails first, so "
-                   "a null key raises SchemaMismatchError ('Casting field with null values') instead of the "
-                   "InvalidWriteError naming the key column")
 def test_null_primary_key_values_raise(tmp_path: Path) -> None:
     t = new_table(tmp_path)
     with pytest.raises(InvalidWriteError, match="id"):
