@@ -132,12 +132,37 @@ UPSERT_FORMAT: ConfigOption[str] = ConfigOption(
     "upsert", "map", None, "Options of the upsert format: `upsert.ignore-parse-errors`."
 )
 
+UPSERT_MATERIALIZE_STRATEGY: ConfigOption[str] = ConfigOption(
+    "upsert-materialize.strategy", "enum", "LEGACY",
+    "How the upsert materializer keeps each primary key's history: LEGACY (one list, per-key TTL), VALUE "
+    "(one list, state-compatible with MAP), MAP (ordered multiset, O(1) per event) or ADAPTIVE "
+    "(VALUE until threshold.high entries, MAP until back at threshold.low).",
+    choices=("LEGACY", "VALUE", "MAP", "ADAPTIVE"),
+)
+UPSERT_MATERIALIZE_THRESHOLD_HIGH: ConfigOption[int] = ConfigOption(
+    "upsert-materialize.adaptive.threshold.high", "int", None,
+    "ADAPTIVE: history size at which a key switches from VALUE to MAP. Unset: 400 on heap-like state backends, "
+    "50 otherwise (RocksDB, Spark's state store).",
+)
+UPSERT_MATERIALIZE_THRESHOLD_LOW: ConfigOption[int] = ConfigOption(
+    "upsert-materialize.adaptive.threshold.low", "int", None,
+    "ADAPTIVE: history size at which a key switches back from MAP to VALUE. Unset: 300 on heap-like state "
+    "backends, 40 otherwise.",
+)
+UPSERT_MATERIALIZE_TTL: ConfigOption[int] = ConfigOption(
+    "upsert-materialize.ttl", "duration", None,
+    "Time to live of the materializer's history entries; unset or 0 disables expiry. LEGACY expires a key's whole "
+    "history TTL after its last write; the other strategies expire single entries from the front of the history.",
+)
+
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
+    UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
+    UPSERT_MATERIALIZE_TTL,
 )
 
 

@@ -1,7 +1,5 @@
-"""Options of the upsert materializer, declared once (key, type, default, description).
-
-The catalog registers these keys as table options later; the library parses them here, once, into a frozen
-:class:`MaterializeOptions`. Keys follow Flink's ``table.exec.sink.upsert-materialize*`` options without the
+"""Options of the upsert materializer. Declared once (key, type, default, description) with every table option
+in ``catalog.options``; the library parses them here, once, into a frozen :class:`MaterializeOptions`. Keys follow Flink's ``table.exec.sink.upsert-materialize*`` options without the
 ``table.exec.sink.`` prefix.
 
 Invariants
@@ -14,43 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Mapping
 
+from catalog.options import (
+    UPSERT_MATERIALIZE_STRATEGY,
+    UPSERT_MATERIALIZE_THRESHOLD_HIGH,
+    UPSERT_MATERIALIZE_THRESHOLD_LOW,
+    UPSERT_MATERIALIZE_TTL,
+)
+from catalog.optiontypes import parse_duration
 from tablestore.materializer.errors import InvalidOptionError
 
 Strategy = Literal["LEGACY", "VALUE", "MAP", "ADAPTIVE"]
 STRATEGIES: Final[tuple[Strategy, ...]] = ("LEGACY", "VALUE", "MAP", "ADAPTIVE")
 
-STRATEGY_KEY: Final = "upsert-materialize.strategy"
-THRESHOLD_HIGH_KEY: Final = "upsert-materialize.adaptive.threshold.high"
-THRESHOLD_LOW_KEY: Final = "upsert-materialize.adaptive.threshold.low"
-TTL_KEY: Final = "upsert-materialize.ttl"
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """One declared option: its key, value type, default (``None`` = unset) and documentation."""
-
-    key: str
-    type: str
-    default: str | None
-    description: str
-
-
-OPTIONS: Final[tuple[OptionSpec, ...]] = (
-    OptionSpec(STRATEGY_KEY, "enum", "LEGACY",
-               "How the materializer keeps each primary key's history: LEGACY (one list, per-key TTL), VALUE "
-               "(one list, state-compatible with MAP), MAP (ordered multiset, O(1) per event) or ADAPTIVE "
-               "(VALUE until threshold.high entries, MAP until back at threshold.low)."),
-    OptionSpec(THRESHOLD_HIGH_KEY, "long", None,
-               "ADAPTIVE: history size at which a key switches from VALUE to MAP. Unset: 400 on heap-like "
-               "backends, 50 otherwise."),
-    OptionSpec(THRESHOLD_LOW_KEY, "long", None,
-               "ADAPTIVE: history size at which a key switches back from MAP to VALUE. Unset: 300 on heap-like "
-               "backends, 40 otherwise."),
-    OptionSpec(TTL_KEY, "duration-ms", None,
-               "Time to live of history entries in milliseconds; unset or <= 0 disables expiry. LEGACY expires a "
-               "key's whole history TTL after its last write; the other strategies expire single entries from "
-               "the front of the history."),
-)
+# declared once, with the table options, in catalog.options (key, type, default, doc)
+STRATEGY_KEY: Final = UPSERT_MATERIALIZE_STRATEGY.key
+THRESHOLD_HIGH_KEY: Final = UPSERT_MATERIALIZE_THRESHOLD_HIGH.key
+THRESHOLD_LOW_KEY: Final = UPSERT_MATERIALIZE_THRESHOLD_LOW.key
+TTL_KEY: Final = UPSERT_MATERIALIZE_TTL.key
+OPTIONS: Final = (UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
+                  UPSERT_MATERIALIZE_TTL)
 
 HEAP_BACKENDS: Final = frozenset({"heap", "hashmap", "memory"})
 HEAP_THRESHOLDS: Final = (400, 300)
@@ -94,10 +74,17 @@ class MaterializeOptions:
                 return None
             return _as_int(key, raw.strip(), 0)
 
+        raw_ttl = props.get(TTL_KEY)
+        ttl_ms = None
+        if raw_ttl is not None and raw_ttl.strip():
+            try:
+                ttl_ms = parse_duration(raw_ttl)
+            except ValueError as e:
+                raise InvalidOptionError(TTL_KEY, raw_ttl, str(e)) from None
         return MaterializeOptions.resolve(
-            props.get(STRATEGY_KEY, "LEGACY").strip().upper(),
+            props.get(STRATEGY_KEY, UPSERT_MATERIALIZE_STRATEGY.default or "LEGACY").strip().upper(),
             threshold_high=opt_int(THRESHOLD_HIGH_KEY), threshold_low=opt_int(THRESHOLD_LOW_KEY),
-            ttl_ms=opt_int(TTL_KEY), backend_type=backend_type)
+            ttl_ms=ttl_ms, backend_type=backend_type)
 
 
 def _as_int(key: str, value: object, default: int) -> int:
