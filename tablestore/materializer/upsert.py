@@ -147,6 +147,11 @@ class UpsertMaterializer(KeyedChangeProcessor):
         """The primary keys that hold history, in key order."""
         return [self._pk.decode(k) for k in sorted(self._history.keys())]
 
+    def state_key(self, key: Sequence[Any]) -> bytes:
+        """The state-backend key of one primary key (its values in primary-key order): what
+        `InMemoryStateBackend.export_key` / `import_key` take to move that key's whole history."""
+        return self._key_bytes(key)
+
     @property
     def multiset(self) -> SequencedMultiSet:
         """The history structure (for the Spark operator and for invariant checks in tests)."""
