@@ -87,7 +87,7 @@ def _processor_class() -> type:
         def handleInputRows(self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             spec, m, backend = self.spec, self._m, self._backend
             skey = m.state_key(key)
-            stored = self._state.get() if self._state.exists() else None
+            stored = self._state.get()  # None when absent: one RPC, not exists() + get()
             backend.import_key(skey, None if stored is None else bytes(stored[0]))
             now = timerValues.getCurrentProcessingTimeInMs() if spec.ttl_ms is not None else None
             events = list(rows)
@@ -101,10 +101,10 @@ def _processor_class() -> type:
                 for out_kind, out_row in process(values[k], tuple(values[p] for p in positions), now):
                     yield out(*[out_kind if i == -1 else order if i == -2 else out_row[i] for i in plan])
             blob = backend.export_key(skey)
-            if blob is None:
-                self._state.clear()
-            else:
+            if blob is not None:
                 self._state.update((blob,))
+            elif stored is not None:
+                self._state.clear()
             backend.import_key(skey, None)  # keep the worker's memory to one key at a time
 
         def close(self) -> None:
