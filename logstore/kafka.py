@@ -4,10 +4,11 @@ name the bootstrap servers and topic concerned."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from logstore.errors import LogStoreError
 
@@ -90,6 +91,31 @@ class KafkaAdmin:
                 return
             raise TopicError(f"could not delete topic {topic!r} on {self.bootstrap}: {e}") from None
         log.info("deleted topic %s", topic)
+
+    def list_offsets(
+        self, topic: str, partitions: int, *, timestamp_ms: int | None, read_committed: bool
+    ) -> dict[int, int]:
+        """Per partition, the end offset (the last stable offset when `read_committed`), or with `timestamp_ms` the
+        first offset whose timestamp is >= it (the end offset when no record is that recent). Resolved now, as
+        concrete offsets: a reader starting there never skips a record produced after this call."""
+        self.ping()
+        level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+
+        def query(spec: OffsetSpec) -> dict[int, int]:
+            futures = self._admin().list_offsets(
+                {TopicPartition(topic, p): spec for p in range(partitions)},
+                isolation_level=level, request_timeout=self._timeout_s,
+            )
+            try:
+                return {tp.partition: f.result(timeout=self._timeout_s).offset for tp, f in futures.items()}
+            except (KafkaException, FutureTimeoutError) as e:
+                raise TopicError(f"could not list the offsets of topic {topic!r} on {self.bootstrap}: {e}") from None
+
+        end = query(OffsetSpec.latest())  # before the timestamp lookup: a miss there starts no later than this
+        if timestamp_ms is None:
+            return end
+        found = query(OffsetSpec.for_timestamp(timestamp_ms))
+        return {p: o if o >= 0 else end[p] for p, o in found.items()}
 
 
 def producer_config(properties: Mapping[str, str], transactional_id: str | None) -> dict[str, Any]:

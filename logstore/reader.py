@@ -2,7 +2,10 @@
 
 Start positions: explicit offsets per partition (a snapshot's log offsets, for the hybrid `full` scan), the end
 (`latest`; with read_committed that is the last stable offset), or the first offset at or after a timestamp
-(Kafka's offsets-for-times). Reading stops after `max_records` rows or when no record arrived for `idle_timeout_s`.
+(Kafka's offsets-for-times). Ends and timestamps are resolved to concrete offsets when asked, never left to the
+consumer as OFFSET_END: that would be resolved at its first fetch and skip what was produced in between.
+Reading stops after `max_records` rows or when no record arrived for `idle_timeout_s`; a record is handed on as
+soon as it arrives (the poll loop never holds arrived records back to fill a batch).
 Positions are the reader's own (never committed to a consumer group): `positions` tells where to resume.
 """
 from __future__ import annotations
@@ -12,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from logstore.errors import LogStoreError
 from logstore.formats.base import FormatBase, MessageRef
@@ -38,21 +41,16 @@ class LogReader:
         return {p: offsets.get(p, OFFSET_BEGINNING) for p in range(self.options.partitions)}
 
     def start_at_end(self) -> dict[int, int]:
-        return {p: OFFSET_END for p in range(self.options.partitions)}
+        """Every partition from its end now (the last stable offset when reading committed)."""
+        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+            self.options.topic, self.options.partitions, timestamp_ms=None, read_committed=self.read_committed)
 
     def start_at_timestamp(self, timestamp_ms: int) -> dict[int, int]:
-        KafkaAdmin(self.options.properties, self.options.request_timeout_s).ping()
-        consumer = self._consumer()
-        try:
-            found = consumer.offsets_for_times(
-                [TopicPartition(self.options.topic, p, timestamp_ms) for p in range(self.options.partitions)],
-                timeout=self.options.request_timeout_s,
-            )
-        except KafkaException as e:
-            raise LogStoreError(f"topic {self.options.topic!r}: offsets for timestamp {timestamp_ms}: {e}") from None
-        finally:
-            consumer.close()
-        return {tp.partition: (tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found}
+        """Every partition from its first record at or after `timestamp_ms` (Kafka's offsets-for-times), or from
+        its end now when it has none."""
+        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+            self.options.topic, self.options.partitions, timestamp_ms=timestamp_ms,
+            read_committed=self.read_committed)
 
     def read(
         self, start: Mapping[int, int], *, max_records: int | None = None, idle_timeout_s: float = 2.0
@@ -66,11 +64,16 @@ class LogReader:
         last_data = time.monotonic()
         try:
             while max_records is None or emitted < max_records:
-                messages = consumer.consume(num_messages=5000, timeout=0.05)
+                # what has arrived, without waiting; else wait for the first record only: `consume` with a
+                # timeout would hold arrived records until it has 5000 or the timeout passes (latency)
+                messages = consumer.consume(num_messages=5000, timeout=0)
                 if not messages:
-                    if time.monotonic() - last_data >= idle_timeout_s:
-                        return
-                    continue
+                    first = consumer.poll(0.05)
+                    if first is None:
+                        if time.monotonic() - last_data >= idle_timeout_s:
+                            return
+                        continue
+                    messages = [first, *consumer.consume(num_messages=4999, timeout=0)]
                 last_data = time.monotonic()
                 good = []
                 for m in messages:
@@ -84,7 +87,9 @@ class LogReader:
                     [MessageRef(topic, m.partition(), m.offset()) for m in good],
                 )
                 for m in good:
-                    self.positions[m.partition()] = m.offset() + 1
+                    partition, offset = m.partition(), m.offset()
+                    if partition is not None and offset is not None:
+                        self.positions[partition] = offset + 1
                 batch = decoded.batch
                 if max_records is not None and emitted + batch.num_rows > max_records:
                     batch = batch.slice(0, max_records - emitted)

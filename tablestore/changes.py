@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
+from filestore.meta import Snapshot
 from logstore.changes import ROW_KIND_COLUMN, RowKind
+from logstore.reader import LogReader
 from tablestore.errors import TableStoreError
 from tablestore.materializer import ChangelogNormalizer
 
@@ -31,6 +33,9 @@ def _with_kind(batch: pa.RecordBatch, kind: RowKind) -> pa.RecordBatch:
 def read_changes(
     table: "Table", *, scan: str | None, timestamp_ms: int | None, max_records: int | None, timeout_s: float
 ) -> Iterator[pa.RecordBatch]:
+    """Check the arguments and pin where the changes start (the snapshot of `full`, the end offsets of `latest`,
+    the offsets of `from-timestamp`) now, at the call: a `latest` reader sees every change committed after it was
+    asked for, even those committed before it is first iterated. The batches come from the returned iterator."""
     log_store = table._handle.log
     if log_store is None:
         raise TableStoreError(f"table {table.name!r} has no log store (log.system = none): read it with read()")
@@ -39,11 +44,35 @@ def read_changes(
     if scan not in SCANS:
         raise TableStoreError(f"table {table.name!r}: scan must be one of {SCANS}, not {scan!r}")
     reader = log_store.new_reader()
+    snapshot = None
+    if scan == "full":
+        snapshot = table._handle.store.snapshots.latest()
+        start = reader.start_at_offsets(snapshot.log_offsets if snapshot else {})
+    elif scan == "latest":
+        start = reader.start_at_end()
+    else:
+        ts = timestamp_ms if timestamp_ms is not None else options.scan_timestamp_ms
+        if ts is None:
+            raise TableStoreError(f"table {table.name!r}: scan 'from-timestamp' needs timestamp_ms "
+                                  "(or the option log.scan.timestamp-millis)")
+        start = reader.start_at_timestamp(ts)
     normalizer = None
     if options.changelog_mode == "upsert":
         names = table.schema.names
         normalizer = ChangelogNormalizer(key=[names.index(k) for k in table.primary_key], generate_update_before=True,
                                          row_types=[f.type for f in table.schema])
+    return _changes(table, reader, start, snapshot, normalizer, max_records, timeout_s)
+
+
+def _changes(
+    table: "Table",
+    reader: LogReader,
+    start: dict[int, int],
+    snapshot: Snapshot | None,
+    normalizer: ChangelogNormalizer | None,
+    max_records: int | None,
+    timeout_s: float,
+) -> Iterator[pa.RecordBatch]:
     emitted = 0
 
     def emit(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
@@ -60,22 +89,11 @@ def read_changes(
                 emitted += b.num_rows
                 yield b
 
-    if scan == "full":
-        snapshot = table._handle.store.snapshots.latest()
-        start = reader.start_at_offsets(snapshot.log_offsets if snapshot else {})
-        if snapshot is not None:
-            for batch in table.read_batches(snapshot_id=snapshot.id):
-                yield from emit(_with_kind(batch, RowKind.INSERT))
-                if max_records is not None and emitted >= max_records:
-                    return
-    elif scan == "latest":
-        start = reader.start_at_end()
-    else:
-        ts = timestamp_ms if timestamp_ms is not None else options.scan_timestamp_ms
-        if ts is None:
-            raise TableStoreError(f"table {table.name!r}: scan 'from-timestamp' needs timestamp_ms "
-                                  "(or the option log.scan.timestamp-millis)")
-        start = reader.start_at_timestamp(ts)
+    if snapshot is not None:
+        for batch in table.read_batches(snapshot_id=snapshot.id):
+            yield from emit(_with_kind(batch, RowKind.INSERT))
+            if max_records is not None and emitted >= max_records:
+                return
     for batch in reader.read(start, idle_timeout_s=timeout_s):
         yield from emit(batch)
         if max_records is not None and emitted >= max_records:

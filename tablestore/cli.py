@@ -39,7 +39,7 @@ def _describe_text(d: dict[str, Any]) -> str:
         f"buckets      {d['bucket']}",
     ]
     for key, value in d.get("log", {}).items():
-        lines.append(f"log {key:<9}{value}")
+        lines.append(f"log {key:<15}{value}")
     lines += [f"option     {k} = {v}" for k, v in sorted(d["options"].items())]
     snap = d["latest_snapshot"]
     lines.append("snapshot   (none)" if snap is None else

@@ -6,7 +6,7 @@ from the file store's one bucket function). `commit()` is the checkpoint, in thi
 2. log prepare: producer flushed; per bucket, the offset after this commit's last record;
 3. file store commit: `snapshot-N` published, with those offsets merged into its log-offset map;
 4. log commit: the Kafka transaction commits (transactional consistency), the records become visible.
-If 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
+If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
 and 4 leaves the snapshot and an aborted transaction: `full` scans still see every change exactly once (the
 snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes.
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
@@ -85,9 +85,9 @@ class TableWriter:
         """Publish one snapshot with everything written since the last commit; its id. Re-committing the same
         (commit user, identifier) is a no-op returning the same id."""
         messages = self._file_writer.prepare_commit()
-        offsets = self._log_writer.prepare() if self._log_writer is not None else {}
         ident = next(self._identifiers) if identifier is None else identifier
         try:
+            offsets = self._log_writer.prepare() if self._log_writer is not None else {}
             sid = self._store.new_commit(self.commit_user).commit(
                 messages, identifier=ident, log_offsets=offsets, overwrite=self._overwrite
             )

@@ -1,0 +1,28 @@
+"""Session fixtures shared by every test directory: the real Kafka broker the project runs (see logstore/broker.py).
+
+Tests that use `kafka_bootstrap` are marked `@pytest.mark.kafka`."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from logstore import broker
+from logstore.errors import BrokerToolMissingError
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap address of the project's broker: reuses a running one, else starts it and stops it at the end."""
+    running = broker.status()
+    if running is not None:
+        yield running
+        return
+    try:
+        address = broker.start()
+    except BrokerToolMissingError as exc:
+        pytest.skip(f"cannot run the Kafka broker here: {exc}")
+    try:
+        yield address
+    finally:
+        broker.stop()
