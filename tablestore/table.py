@@ -23,6 +23,7 @@ from filestore.errors import CommitConflictError, InvalidWriteError, SequenceCon
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.meta import CommitKind, CommitMessage, Snapshot, ValueKind
 from filestore.write import render_partition_column
+from logstore.writer import LogWriter
 from tablestore.convert import Data, to_arrow, value_kinds
 from tablestore.changes import read_changes
 from tablestore.errors import TableStoreError
@@ -72,6 +73,8 @@ class Table:
         self._store = handle.store
         self._commit_user = str(uuid.uuid4())
         self._identifiers = itertools.count(1)
+        self._log_writer: LogWriter | None = None
+        self._log_writer_of: object = None
 
     @property
     def name(self) -> str:
@@ -112,7 +115,8 @@ class Table:
         scope = self._overwrite_scope(overwrite, arrow)
         for attempt in itertools.count():
             try:
-                with TableWriter(self, commit_user=self._commit_user, overwrite=scope) as writer:
+                with TableWriter(self, commit_user=self._commit_user, overwrite=scope,
+                                 log_writer=self._shared_log_writer()) as writer:
                     writer.write(arrow)
                     sid = writer.commit(next(self._identifiers))
                     messages = writer.last_messages
@@ -120,11 +124,32 @@ class Table:
             except SequenceConflictError:
                 # another writer committed to the same buckets since this one started: re-plan on its snapshot
                 if attempt >= self._store.options.commit_max_retries:
+                    self.close()
                     raise
                 log.info("table %s: concurrent write to the same buckets, retrying", self.name)
+            except BaseException:
+                self.close()  # a broken producer is not reused: the next write starts a fresh one
+                raise
         if not self._store.options.write_only and messages:
             self._auto_compact(messages)
         return sid
+
+    def _shared_log_writer(self) -> "LogWriter | None":
+        """One producer per table handle for `write()` calls (starting a transactional producer costs ~0.1-1 s)."""
+        log_store = self._handle.log
+        if log_store is None:
+            return None
+        if self._log_writer is None or self._log_writer_of is not log_store:
+            self.close()
+            self._log_writer = log_store.new_writer(f"tablestore-{self._commit_user}")
+            self._log_writer_of = log_store
+        return self._log_writer
+
+    def close(self) -> None:
+        """Release the table's Kafka producer, if it has one (also done when the object is collected)."""
+        if self._log_writer is not None:
+            self._log_writer.close()
+            self._log_writer = None
 
     def _auto_compact(self, written: Sequence[CommitMessage]) -> None:
         """Universal compaction of the buckets just written, committed as its own COMPACT snapshot."""

@@ -44,7 +44,10 @@ class TableWriter:
         commit_user: str | None = None,
         transactional_id: str | None = None,
         overwrite: Overwrite = None,
+        log_writer: LogWriter | None = None,
     ) -> None:
+        """`log_writer`: an idle LogWriter to reuse (its producer stays connected); this writer then leaves it
+        open on close, the owner closes it."""
         self.table = table
         self._store = table._handle.store
         self._log = table._handle.log
@@ -55,8 +58,9 @@ class TableWriter:
         # an overwrite rewrites the file store only: log readers do not see it (like Paimon's
         # streaming-read-overwrite = false); `full` scans restart from the overwrite's snapshot
         self._log_writer: LogWriter | None = None
+        self._owns_log_writer = log_writer is None
         if self._log is not None and overwrite is None:
-            self._log_writer = self._log.new_writer(transactional_id or f"tablestore-{self.commit_user}")
+            self._log_writer = log_writer or self._log.new_writer(transactional_id or f"tablestore-{self.commit_user}")
         self._closed = False
         self.last_messages: list[CommitMessage] = []
 
@@ -111,7 +115,10 @@ class TableWriter:
 
     def close(self) -> None:
         if self._log_writer is not None:
-            self._log_writer.close()
+            if self._owns_log_writer:
+                self._log_writer.close()
+            else:
+                self._log_writer.abort()  # leaves it idle (a no-op after a commit) for its owner to reuse
         self._closed = True
 
     def __enter__(self) -> "TableWriter":
