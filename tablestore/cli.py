@@ -93,9 +93,9 @@ def cmd_kafka(args: argparse.Namespace) -> int:
         stopped = broker.stop()
         _emit(args, {"stopped": stopped}, lambda d: "stopped" if d["stopped"] else "not running")
         return 0
-    address = broker.status()
-    _emit(args, {"bootstrap": address}, lambda d: d["bootstrap"] or "down")
-    return 0 if address else 1
+    running = broker.status()
+    _emit(args, {"bootstrap": running}, lambda d: d["bootstrap"] or "down")
+    return 0 if running else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
