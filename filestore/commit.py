@@ -39,9 +39,12 @@ class _Delta:
 
 
 class FileStoreCommit:
-    def __init__(self, store: "FileStore", commit_user: str) -> None:
+    def __init__(self, store: "FileStore", commit_user: str, *, new_user: bool = False) -> None:
+        """`new_user`: the commit user was just generated, so none of its commits can exist yet and step 1
+        (a scan back through the snapshots) is skipped for its first commit."""
         self.store = store
         self.commit_user = commit_user
+        self._may_have_committed = not new_user
 
     def find_committed(self, identifier: int) -> int | None:
         """The id of the snapshot this user committed with `identifier`, if any (scanning newest first)."""
@@ -73,7 +76,7 @@ class FileStoreCommit:
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
         for attempt in range(self.store.options.commit_max_retries + 1):
-            done = self.find_committed(identifier)
+            done = self.find_committed(identifier) if self._may_have_committed else None
             if done is not None:
                 return done
             latest = self.store.snapshots.latest()
@@ -85,6 +88,7 @@ class FileStoreCommit:
             written: list[str] = []
             snapshot = self._prepare_snapshot(latest, live, delta, identifier, kind, log_offsets or {}, written)
             if self.store.snapshots.try_publish(snapshot):
+                self._may_have_committed = True
                 log.info("table %s: committed snapshot %s (%s)", self.store.table_name, snapshot.id, kind.value)
                 return snapshot.id
             log.info("table %s: snapshot %s taken by another writer, retrying", self.store.table_name, snapshot.id)

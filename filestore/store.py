@@ -73,8 +73,12 @@ class FileStore:
             max_seq[where] = max(max_seq.get(where, -1), e.file.max_sequence_number)
         return FileStoreWrite(self, max_seq)
 
-    def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
-        return FileStoreCommit(self, commit_user or str(uuid.uuid4()))
+    def new_commit(self, commit_user: str | None = None, *, new_user: bool = False) -> FileStoreCommit:
+        """A committer for `commit_user` (a fresh one when None). `new_user=True` promises that user has never
+        committed (it was just generated), which spares the idempotence scan of its first commit."""
+        if commit_user is None:
+            return FileStoreCommit(self, str(uuid.uuid4()), new_user=True)
+        return FileStoreCommit(self, commit_user, new_user=new_user)
 
     def data_file_writer(self) -> DataFileWriter:
         s = self.schema

@@ -75,6 +75,7 @@ class Table:
         self._identifiers = itertools.count(1)
         self._log_writer: LogWriter | None = None
         self._log_writer_of: object = None
+        self._committed = False  # has this handle's (freshly generated) commit user committed yet?
 
     @property
     def name(self) -> str:
@@ -116,9 +117,10 @@ class Table:
         for attempt in itertools.count():
             try:
                 with TableWriter(self, commit_user=self._commit_user, overwrite=scope,
-                                 log_writer=self._shared_log_writer()) as writer:
+                                 log_writer=self._shared_log_writer(), new_user=not self._committed) as writer:
                     writer.write(arrow)
                     sid = writer.commit(next(self._identifiers))
+                    self._committed = True
                     messages = writer.last_messages
                 break
             except SequenceConflictError:
@@ -157,7 +159,7 @@ class Table:
         messages = _compact(self._store, self._store.snapshots.latest(), buckets=touched)
         if messages:
             try:
-                self._store.new_commit(self._commit_user).commit(
+                self._store.new_commit(self._commit_user, new_user=not self._committed).commit(
                     messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
                 )
             except CommitConflictError as e:  # a concurrent overwrite won; the data is intact, compact later
@@ -169,9 +171,11 @@ class Table:
         messages = _compact(self._store, self._store.snapshots.latest(), full=full)
         if not messages:
             return None
-        return self._store.new_commit(self._commit_user).commit(
+        sid = self._store.new_commit(self._commit_user, new_user=not self._committed).commit(
             messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
         )
+        self._committed = True
+        return sid
 
     def log_writer(self, *, transactional_id: str | None = None) -> TableWriter:
         """A write session: `write()` rows or changelogs, `commit()` at each checkpoint (one snapshot, and the

@@ -45,6 +45,7 @@ class TableWriter:
         transactional_id: str | None = None,
         overwrite: Overwrite = None,
         log_writer: LogWriter | None = None,
+        new_user: bool = False,
     ) -> None:
         """`log_writer`: an idle LogWriter to reuse (its producer stays connected); this writer then leaves it
         open on close, the owner closes it."""
@@ -52,6 +53,7 @@ class TableWriter:
         self._store = table._handle.store
         self._log = table._handle.log
         self.commit_user = commit_user or str(uuid.uuid4())
+        self._committer = self._store.new_commit(self.commit_user, new_user=new_user or commit_user is None)
         self._identifiers = itertools.count(1)
         self._overwrite = overwrite
         self._file_writer = self._store.new_write()
@@ -92,7 +94,7 @@ class TableWriter:
         ident = next(self._identifiers) if identifier is None else identifier
         try:
             offsets = self._log_writer.prepare() if self._log_writer is not None else {}
-            sid = self._store.new_commit(self.commit_user).commit(
+            sid = self._committer.commit(
                 messages, identifier=ident, log_offsets=offsets, overwrite=self._overwrite
             )
         except BaseException as e:

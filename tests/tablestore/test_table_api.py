@@ -305,3 +305,22 @@ def test_another_session_sees_committed_data(tmp_path: Path) -> None:
     assert reader.read().to_pylist() == [{"id": 1, "dt": "a", "v": "x"}]
     reader.write(pa.table({"id": [1], "dt": ["a"], "v": ["from reader"]}, schema=SCHEMA))
     assert t.read().to_pylist() == [{"id": 1, "dt": "a", "v": "from reader"}]
+
+
+def test_a_new_handle_does_not_scan_history_for_its_first_commit(tmp_path: Path, monkeypatch: Any) -> None:
+    """A freshly generated commit user cannot have committed before: no scan back through the snapshots."""
+    from filestore.commit import FileStoreCommit
+
+    t = new_table(tmp_path, options={"write-only": "true"})
+    for i in range(5):
+        t.write(pa.table({"id": pa.array([i], pa.int32()), "dt": ["a"], "v": ["x"]}))
+    scanned: list[int] = []
+    original = FileStoreCommit.find_committed
+    monkeypatch.setattr(FileStoreCommit, "find_committed",
+                        lambda self, ident: scanned.append(ident) or original(self, ident))
+    fresh = tablestore.Catalog(str(tmp_path)).get_table("db.t")
+    fresh.write(pa.table({"id": pa.array([9], pa.int32()), "dt": ["a"], "v": ["y"]}))
+    assert scanned == []
+    fresh.write(pa.table({"id": pa.array([10], pa.int32()), "dt": ["a"], "v": ["z"]}))
+    assert scanned  # once it has committed, a retry must find its own snapshot: the check is back on
+    assert sorted(r["id"] for r in fresh.read().to_pylist()) == [0, 1, 2, 3, 4, 9, 10]
