@@ -62,9 +62,10 @@ def make_changelog(directory: Path, events: int, keys: int, files: int, seed: in
 
 
 def timed(spark: Any, build: Any, source: Path, checkpoint: Path, files_per_batch: int, kind: str) -> float:
-    if kind == "python":
+    if kind in ("python", "python-rows"):
         stream = (spark.readStream.format("bench_changelog").option("path", str(source))
-                  .option("filesPerBatch", files_per_batch).load())
+                  .option("filesPerBatch", files_per_batch).option("rows", str(kind == "python-rows").lower())
+                  .load())
     else:
         stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch).parquet(str(source))
     query = build(stream).writeStream.format("noop").option("checkpointLocation", str(checkpoint))
@@ -83,7 +84,8 @@ def main() -> None:
                         help="micro-batch sizes to measure (files per trigger); 10 = the whole stream at once")
     parser.add_argument("--strategy", default="ADAPTIVE")
     parser.add_argument("--sources", nargs="+", default=["files", "python"],
-                        help="files: Spark's Parquet file source; python: the same files through a Python data source")
+                        help="files: Spark's Parquet file source; python: the same files through a Python data "
+                             "source yielding Arrow batches; python-rows: yielding tuples (the reference's toy source)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     try:
@@ -123,11 +125,11 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{events:,} events over {args.keys:,} keys in {args.files} files, strategy {args.strategy}, "
           "local[2], RocksDB state store")
-    print(f"{'source':<8}{'micro-batches':>13}  {'variant':<22}{'seconds':>10}{'events/s':>12}")
+    print(f"{'source':<12}{'micro-batches':>13}  {'variant':<22}{'seconds':>10}{'events/s':>12}")
     for run in runs:
         for name, r in run["results"].items():
-            print(f"{run['source']:<8}{run['micro_batches']:>13}  {name:<22}{r['seconds']:>10}{r['events_per_s']:>12,}")
-        print(f"{'':<8}{'':>13}  materializer / aggregation = {run['ratio']:.0%} (target >= 50%)")
+            print(f"{run['source']:<12}{run['micro_batches']:>13}  {name:<22}{r['seconds']:>10}{r['events_per_s']:>12,}")
+        print(f"{'':<12}{'':>13}  materializer / aggregation = {run['ratio']:.0%} (target >= 50%)")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "spark_materialize.json").write_text(json.dumps(
         {"events": events, "keys": args.keys, "files": args.files, "strategy": args.strategy, "runs": runs},
