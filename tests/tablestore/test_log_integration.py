@@ -133,15 +133,16 @@ def test_aborted_transaction_is_invisible(tmp_path: Path, kafka_bootstrap: str) 
 def test_failed_file_store_commit_aborts_the_log_transaction(
     tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from filestore.commit import FileStoreCommit
+
     t = pk_table(tmp_path, kafka_bootstrap)
-    store = t._handle.store
 
     def failing_commit(*args: object, **kwargs: object) -> object:
         raise OSError("disk full while writing the snapshot")
 
     w = t.log_writer()
     w.write(rows(row(1, "lost")))
-    monkeypatch.setattr(store, "new_commit", failing_commit)
+    monkeypatch.setattr(FileStoreCommit, "commit", failing_commit)
     with pytest.raises(OSError, match="disk full"):
         w.commit()
     monkeypatch.undo()
