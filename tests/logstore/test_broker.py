@@ -50,7 +50,12 @@ def _consume_until(bootstrap: str, topic: str, isolation: str, last: bytes, time
 def test_broker_answers_and_creates_topics(kafka_bootstrap: str) -> None:
     assert kafka_bootstrap == f"127.0.0.1:{broker.default_port()}"
     topic = _new_topic(kafka_bootstrap, partitions=3)
-    metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    deadline = time.monotonic() + 15  # a new topic reaches a fresh client's metadata after a moment
+    metadata = admin.list_topics(timeout=10)
+    while topic not in metadata.topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+        metadata = admin.list_topics(timeout=10)
     assert [b.id for b in metadata.brokers.values()] == [1]
     assert len(metadata.topics[topic].partitions) == 3
 

@@ -30,6 +30,15 @@ def topics(bootstrap: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
 
 
+def topic_exists(bootstrap: str, topic: str, *, wait_for: bool = True, within_s: float = 15) -> bool:
+    """Whether `topic` is in the cluster's metadata, waiting (bounded) for it to become `wait_for`: a new or
+    deleted topic reaches a fresh client's metadata only after a moment."""
+    deadline = time.monotonic() + within_s
+    while (topic in topics(bootstrap)) != wait_for and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return topic in topics(bootstrap)
+
+
 @pytest.mark.kafka
 def test_topic_is_created_and_deleted_with_the_table(tmp_path: Path, kafka_bootstrap: str) -> None:
     cat = kafka_catalog(tmp_path, kafka_bootstrap)
@@ -37,6 +46,7 @@ def test_topic_is_created_and_deleted_with_the_table(tmp_path: Path, kafka_boots
     topic = t.describe()["options"]["log.topic"]  # type: ignore[index]
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
 
+    assert topic_exists(kafka_bootstrap, topic)
     meta = admin.list_topics(topic=topic, timeout=10).topics[topic]
     assert meta.error is None and len(meta.partitions) == 3
     resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -44,10 +54,7 @@ def test_topic_is_created_and_deleted_with_the_table(tmp_path: Path, kafka_boots
     assert config["retention.ms"].value == str(2 * 3600 * 1000)
 
     cat.drop_table("db.orders")
-    deadline = time.monotonic() + 10
-    while topic in topics(kafka_bootstrap) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert topic not in topics(kafka_bootstrap)
+    assert not topic_exists(kafka_bootstrap, topic, wait_for=False)
     assert not cat.table_exists("db.orders")
 
 
@@ -69,7 +76,7 @@ def test_each_table_gets_its_own_topic_named_after_it(tmp_path: Path, kafka_boot
     b = cat.create_table("db.a", SCHEMA)  # same name again: a new topic, nothing of the dropped table's log
     ta, tb = a.describe()["log"]["topic"], b.describe()["log"]["topic"]  # type: ignore[index]
     assert ta != tb and ta.startswith("db.a.") and tb.startswith("db.a.")
-    assert tb in topics(kafka_bootstrap)
+    assert topic_exists(kafka_bootstrap, tb)
 
 
 @pytest.mark.kafka
