@@ -54,5 +54,13 @@ class SchemaMismatchError(FileStoreError):
     """Data written does not fit the table's schema; names the table and the columns concerned."""
 
 
+class KeyCodecError(FileStoreError):
+    """A type has no order-preserving encoding, a value does not fit its type, or bytes are not a key."""
+
+    def __init__(self, message: str, type: object | None = None) -> None:
+        super().__init__(message if type is None else f"{message} (type {type})")
+        self.type = type
+
+
 class InvalidWriteError(FileStoreError):
     """A write is malformed: bad row kinds, rows outside a static overwrite partition, null primary keys..."""

@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from filestore import keycodec_columns as cols
-from filestore.errors import FileStoreError
+from filestore.errors import KeyCodecError
 
 __all__ = ["KeyCodec", "KeyCodecError", "decode_value", "encode_value"]
 
@@ -63,14 +63,6 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}  # 0: finer than microseconds
-
-
-class KeyCodecError(FileStoreError):
-    """A type has no order-preserving encoding, a value does not fit its type, or bytes are not a key."""
-
-    def __init__(self, message: str, type: pa.DataType | None = None) -> None:
-        super().__init__(message if type is None else f"{message} (type {type})")
-        self.type = type
 
 
 # --- fixed-width integer layouts -----------------------------------------------------------------
