@@ -43,7 +43,9 @@ def read_data_file(io: FileIO, path: str, file_format: str, columns: Sequence[st
                 return pq.read_table(f, columns=list(columns) if columns is not None else None)
             return orc.read_table(f, columns=list(columns) if columns is not None else None)
     except FileNotFoundError:
-        raise FileStoreError(f"data file {path} is missing: was it removed by hand or by a bad orphan cleanup?")
+        raise FileStoreError(
+            f"data file {path} is missing: was it removed by hand or by a bad orphan cleanup?"
+        ) from None
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptFileError(path, str(e)) from e
 

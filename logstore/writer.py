@@ -147,7 +147,9 @@ class LogWriter:
             try:
                 self._producer.commit_transaction(self.options.request_timeout_s)
             except KafkaException as e:
-                raise LogStoreError(f"topic {self.options.topic!r}: committing the Kafka transaction failed: {e}")
+                raise LogStoreError(
+                    f"topic {self.options.topic!r}: committing the Kafka transaction failed: {e}"
+                ) from None
         self._state = WriterState.IDLE
 
     def abort(self) -> None:

@@ -13,7 +13,6 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,10 +20,10 @@ import catalog as _catalog
 from filestore.compact import compact as _compact
 from filestore.errors import CommitConflictError, InvalidWriteError, SequenceConflictError
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
-from filestore.meta import CommitKind, CommitMessage, Snapshot, ValueKind
+from filestore.meta import CommitKind, CommitMessage, Snapshot
 from filestore.write import render_partition_column
 from logstore.writer import LogWriter
-from tablestore.convert import Data, to_arrow, value_kinds
+from tablestore.convert import Data, to_arrow
 from tablestore.changes import read_changes
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter

@@ -20,7 +20,6 @@ from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore,
 from filestore.errors import CommitRetriesExhaustedError
 from filestore.fileio import FileIO
 from filestore.merge import merge
-from filestore.scan import Split
 from tablestore.table import Table
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False),

@@ -2,7 +2,6 @@
 fastavro and json, as a user (or another engine) would; and how the writer shapes sorted runs and files."""
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,6 @@ import fastavro
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
-import pytest
 
 import catalog
 import tablestore
