@@ -71,12 +71,13 @@ class FileStoreWrite:
             raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
         return conformed
 
-    def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> None:
-        """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None)."""
+    def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> np.ndarray:
+        """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None). Returns each row's
+        bucket (the log store writes a row to the Kafka partition of that number)."""
         data = self.conform(data)
         n = data.num_rows
         if n == 0:
-            return
+            return np.zeros(0, dtype=np.int32)
         kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
         if kind_arr.shape != (n,):
             raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
@@ -101,6 +102,7 @@ class FileStoreWrite:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
             self._append((tuple(partition), bucket), data.take(pa.array(idx)), kind_arr[idx])
+        return buckets
 
     def _append(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
         """Append in slices that fit the write buffer, so one large write still flushes at the bound."""

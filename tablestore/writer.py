@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from filestore.bucket import bucket_of
 from filestore.commit import Overwrite
 from filestore.errors import CommitConflictError
 from filestore.meta import CommitMessage
@@ -78,13 +77,12 @@ class TableWriter:
             kinds = value_kinds(self.table.name, row_kinds)
             arrow = arrow.drop_columns([ROW_KIND_COLUMN])
         rows = self._file_writer.conform(arrow)
-        self._file_writer.write(rows, kinds)
+        buckets = self._file_writer.write(rows, kinds)
         if self._log_writer is not None and rows.num_rows:
             if row_kinds is None:
                 row_kinds = pa.chunked_array([pa.array(np.full(rows.num_rows, RowKind.INSERT.value, dtype=object),
                                                        pa.string())])
             changes = rows.add_column(0, ROW_KIND_COLUMN, row_kinds)
-            buckets = bucket_of(rows, self._store.schema.key_columns, self._store.options.bucket)
             self._log_writer.write(changes, buckets)
 
     def commit(self, identifier: int | None = None) -> int | None:
