@@ -119,28 +119,26 @@ class KafkaAdmin:
 
 
 def producer_config(properties: Mapping[str, str], transactional_id: str | None) -> dict[str, Any]:
-    config = {
-        **base_config(properties),
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 1_000_000,
-        "compression.type": "lz4",
-    }
+    """Our tuning defaults, then the table's `log.properties.*` (they win), then what correctness needs."""
+    tuning = {"linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 1_000_000,
+              "compression.type": "lz4"}
+    config = {**tuning, **base_config(properties), "enable.idempotence": True}
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
-        config["transaction.timeout.ms"] = 60000
+        config.setdefault("transaction.timeout.ms", 60000)
     return config
 
 
 def consumer_config(properties: Mapping[str, str], read_committed: bool) -> dict[str, Any]:
+    """Our tuning defaults, then the table's `log.properties.*` (they win), then what correctness needs: no
+    consumer-group offsets (positions live in snapshots and readers) and the isolation level of the table's
+    consistency."""
+    tuning = {"fetch.wait.max.ms": 10, "enable.partition.eof": False, "auto.offset.reset": "earliest"}
     return {
+        **tuning,
         **base_config(properties),
-        "group.id": "tablestore-reader",  # never commits offsets: positions live in snapshots and readers
+        "group.id": "tablestore-reader",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-        "fetch.wait.max.ms": 10,
-        "auto.offset.reset": "earliest",
     }

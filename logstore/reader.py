@@ -55,13 +55,28 @@ class LogReader:
     def read(
         self, start: Mapping[int, int], *, max_records: int | None = None, idle_timeout_s: float = 2.0
     ) -> Iterator[pa.RecordBatch]:
-        KafkaAdmin(self.options.properties, self.options.request_timeout_s).ping()
+        """Changes from `start` on. Stops after `max_records` rows, or once it has read everything the topic held
+        when it began AND nothing more arrived for `idle_timeout_s` (a slow first fetch never cuts the existing
+        records short). If it cannot catch up, it stops after `max(idle_timeout_s, request timeout)` without any
+        record: an error-free end, never a hang."""
+        admin = KafkaAdmin(self.options.properties, self.options.request_timeout_s)
         topic = self.options.topic
+        ends = admin.list_offsets(topic, self.options.partitions, timestamp_ms=None,
+                                  read_committed=self.read_committed)
         consumer = self._consumer()
         consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self.positions = {p: o for p, o in start.items() if o >= 0}
+        owed = [TopicPartition(topic, p) for p, o in start.items() if ends.get(p, 0) > max(o, 0)]  # unread records
+        stall_limit = max(idle_timeout_s, self.options.request_timeout_s)
         emitted = 0
         last_data = time.monotonic()
+
+        def caught_up() -> bool:
+            nonlocal owed
+            if owed:  # positions move past transaction markers too, so `end` is reachable
+                owed = [tp for tp in consumer.position(owed) if tp.offset < ends[tp.partition]]
+            return not owed
+
         try:
             while max_records is None or emitted < max_records:
                 # what has arrived, without waiting; else wait for the first record only: `consume` with a
@@ -70,7 +85,8 @@ class LogReader:
                 if not messages:
                     first = consumer.poll(0.05)
                     if first is None:
-                        if time.monotonic() - last_data >= idle_timeout_s:
+                        quiet = time.monotonic() - last_data
+                        if quiet >= idle_timeout_s and (quiet >= stall_limit or caught_up()):
                             return
                         continue
                     messages = [first, *consumer.consume(num_messages=4999, timeout=0)]

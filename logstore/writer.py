@@ -56,6 +56,7 @@ class LogWriter:
         self._state = WriterState.IDLE
         self._offsets: dict[int, int] = {}
         self._errors: list[str] = []
+        self._failed = False  # a flush failed: close() drops what is queued instead of waiting for it again
 
     @property
     def state(self) -> WriterState:
@@ -124,12 +125,14 @@ class LogWriter:
             return
         left = self._producer.flush(self.options.request_timeout_s)
         if left:
+            self._failed = True
             raise LogStoreUnavailableError(
                 f"topic {self.options.topic!r}: {left} records not delivered to {self.options.bootstrap_servers} "
                 f"within {self.options.request_timeout_s:.0f} s"
             )
         if self._errors:
             errors, self._errors = self._errors, []
+            self._failed = True
             raise LogStoreError(f"topic {self.options.topic!r}: delivery failed: {'; '.join(errors[:3])}")
 
     def prepare(self) -> dict[int, int]:
@@ -165,6 +168,10 @@ class LogWriter:
         if self._state in (WriterState.OPEN, WriterState.PREPARED):
             self.abort()
         if self._producer is not None and not self.transactional:
-            self._producer.flush(self.options.request_timeout_s)
+            if self._failed:
+                self._producer.purge()
+                self._producer.flush(0)
+            else:
+                self._producer.flush(self.options.request_timeout_s)
         self._producer = None
         self._state = WriterState.CLOSED

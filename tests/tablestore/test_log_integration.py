@@ -263,3 +263,17 @@ def test_snapshot_log_offsets_and_partition_equals_bucket(tmp_path: Path, kafka_
     got = changes(t.read_changes(scan="full", timeout_s=1))
     assert sorted((k, r["id"], r["name"]) for k, r in got) == sorted(
         ("+I", i, f"b{i}" if i < 10 else f"a{i}") for i in range(30))
+
+
+@pytest.mark.kafka
+def test_reading_never_stops_before_the_changes_that_existed_when_it_began(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """The idle timeout only counts once the reader has caught up: even timeout 0 returns every existing change,
+    when the broker holds each fetch for up to a second (it waits for 1 MB that never comes)."""
+    t = pk_table(tmp_path, kafka_bootstrap, **{"log.properties.fetch.min.bytes": "1000000",
+                                               "log.properties.fetch.wait.max.ms": "1000"})
+    t.write(rows(row(1, "a"), row(2, "b")))
+    t.write(rows(row(3, "c")))
+    got = all_changes(t, timeout_s=0)
+    assert sorted(r["id"] for _, r in got) == [1, 2, 3]

@@ -131,7 +131,7 @@ def test_create_table_against_a_closed_port_fails_fast_and_creates_nothing(tmp_p
     started = time.monotonic()
     with pytest.raises(LogStoreError, match=CLOSED_PORT):
         cat.create_table("db.t", SCHEMA, primary_key=["id"])
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 30  # an error, not a hang (request timeout 10 s, loaded CI)
     assert not cat.table_exists("db.t")
 
 
@@ -153,20 +153,20 @@ def test_write_and_read_against_a_lost_broker_fail_fast(
     started = time.monotonic()
     with pytest.raises(LogStoreError, match=CLOSED_PORT):
         t.write(rows(row(2, "b")))
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 15  # an error, not a hang (request timeout 3 s, loaded CI)
     assert [r["id"] for r in t.read().to_pylist()] == [1]  # no snapshot without its log records
 
     started = time.monotonic()
     with pytest.raises(LogStoreError, match=CLOSED_PORT):
         list(t.read_changes(scan="latest"))
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 15  # an error, not a hang (request timeout 3 s, loaded CI)
 
 
 def test_admin_ping_names_the_servers_and_times_out() -> None:
     started = time.monotonic()
     with pytest.raises(LogStoreError, match="did not answer within 2 s"):
         KafkaAdmin({"bootstrap.servers": CLOSED_PORT}, timeout_s=2.0).ping()
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 10
 
 
 # -- where readers start --------------------------------------------------------------------------
