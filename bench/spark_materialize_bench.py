@@ -101,7 +101,7 @@ def main() -> None:
 
         variants = {
             "upsert_materialize": lambda s: upsert_materialize(s, primary_key=["id"], strategy=args.strategy,
-                                                               order_by="seq"),
+                                                               order_by="seq", output_mode="update"),
             "groupBy(id).agg": lambda s: s.groupBy("id").agg(F.max("seq").alias("seq"), F.count("*").alias("n")),
         }
         spark.dataSource.register(ChangelogSource)

@@ -1,116 +1,35 @@
-"""The upsert materializer inside a Spark job: `groupBy(primary key).transformWithState` (the Row API) over
-the library's algorithm (tablestore.materializer), its state in Spark's RocksDB state store and checkpoints.
+"""The upsert materializer inside a Spark job: `groupByKey(primary key).flatMapGroupsWithState` running the
+JVM operator of the tablestore Spark jar (`jar.py`, `java/tablestore/spark/jvm/`), its state in the query's
+RocksDB state store and checkpoints. The semantics are the library's (tablestore.materializer), held equal by a
+differential test.
 
-State layout, chosen for few state calls (each is an RPC to the JVM): ONE ValueState per primary key holding the
-key's whole history as one blob (`InMemoryStateBackend.export_key`). Per key and micro-batch: one `get`, every
-event of the batch run in memory, one `update` (or `clear` when the history emptied). So the cost is per key per
-micro-batch, not per event.
+State layout, chosen for few state calls: ONE value per primary key holding the key's whole history (rows and
+write times, oldest first). Per key and micro-batch: one read, every event of the batch run against an
+in-memory ordered multiset (O(1) per event, whatever the strategy), one write (or a remove when the history
+emptied). The strategies differ in how the FLIP stores state per event; with one read and one write per key and
+micro-batch they give the same output at the same cost here, except LEGACY's per-key TTL.
 
 Order: within a micro-batch the events of a key are processed in the order Spark delivers them, or sorted by
 `order_by` when given (an arrival sequence column): give one for results that are the same on every run.
-TTL (`ttl`) needs processing time: the query then runs with timeMode ProcessingTime, and, as Spark's
-transformWithState always asks for another batch in that mode, `Trigger.AvailableNow` only terminates with
-`spark.sql.streaming.noDataMicroBatches.enabled=false`.
+TTL (`ttl`) runs on processing time: an event first drops what expired at the batch's time, and a key whose
+whole history expired is dropped by a processing-time timeout. Spark then keeps asking for no-data batches, so
+`Trigger.AvailableNow` only terminates with `spark.sql.streaming.noDataMicroBatches.enabled=false`.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from catalog.optiontypes import parse_duration
 from logstore.changes import ROW_KIND_COLUMN
 from tablestore.errors import TableStoreError
-from tablestore.materializer import UpsertMaterializer
-from tablestore.materializer.backend import InMemoryStateBackend
-from tablestore.spark.types import to_arrow_schema
+from tablestore.materializer.options import MaterializeOptions
+from tablestore.spark.jar import MAIN_CLASS, SparkJarError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-STATE_NAME = "upsert-materialize-history"
 BACKEND_TYPE = "spark-rocksdb"  # not heap-like: ADAPTIVE defaults to the FLIP's RocksDB thresholds (50/40)
-
-
-@dataclass(frozen=True)
-class MaterializeSpec:
-    """Everything a Spark worker needs to rebuild the operator (plain values: it pickles)."""
-
-    columns: tuple[str, ...]          # the DataFrame's columns (output = input columns)
-    row_positions: tuple[int, ...]    # input positions of the materializer's row: all but _row_kind and order_by
-    kind_index: int                   # input position of _row_kind
-    primary_key: tuple[int, ...]      # positions in the row tuple
-    upsert_key: tuple[int, ...] | None
-    strategy: str
-    ttl_ms: int | None
-    threshold_high: int | None
-    threshold_low: int | None
-    arrow_schema: bytes               # serialized Arrow schema of the row columns (row types for the key codec)
-    order_index: int | None           # input position of the order_by column, if any
-
-    def output_plan(self) -> tuple[int, ...]:
-        """Per output column: -1 the emitted kind, -2 the triggering event's order value, i >= 0 row field i."""
-        plan = []
-        for pos in range(len(self.columns)):
-            if pos == self.kind_index:
-                plan.append(-1)
-            elif pos == self.order_index:
-                plan.append(-2)
-            else:
-                plan.append(self.row_positions.index(pos))
-        return tuple(plan)
-
-
-def _processor_class() -> type:
-    from pyspark.sql import Row
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    class UpsertMaterializeProcessor(StatefulProcessor):  # type: ignore[misc]
-        def __init__(self, spec: MaterializeSpec) -> None:
-            self.spec = spec
-
-        def init(self, handle: Any) -> None:
-            import pyarrow as pa
-
-            spec = self.spec
-            self._out = Row(*spec.columns)
-            self._plan = spec.output_plan()
-            self._state = handle.getValueState(STATE_NAME, StructType([StructField("blob", BinaryType(), False)]))
-            self._backend = InMemoryStateBackend(type_identifier=BACKEND_TYPE)
-            row_types = [f.type for f in pa.ipc.read_schema(pa.py_buffer(spec.arrow_schema))]
-            self._m = UpsertMaterializer(
-                list(spec.primary_key), list(spec.upsert_key) if spec.upsert_key else None, spec.strategy,  # type: ignore[arg-type]
-                spec.ttl_ms, spec.threshold_high, spec.threshold_low, row_types=row_types, backend=self._backend,
-            )
-
-        def handleInputRows(self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            spec, m, backend = self.spec, self._m, self._backend
-            skey = m.state_key(key)
-            stored = self._state.get()  # None when absent: one RPC, not exists() + get()
-            backend.import_key(skey, None if stored is None else bytes(stored[0]))
-            now = timerValues.getCurrentProcessingTimeInMs() if spec.ttl_ms is not None else None
-            events = list(rows)
-            if spec.order_index is not None:
-                events.sort(key=lambda r: r[spec.order_index])
-            k, o, positions, plan = spec.kind_index, spec.order_index, spec.row_positions, self._plan
-            process, out = m.process, self._out
-            for r in events:
-                values = tuple(r)
-                order = values[o] if o is not None else None
-                for out_kind, out_row in process(values[k], tuple(values[p] for p in positions), now):
-                    yield out(*[out_kind if i == -1 else order if i == -2 else out_row[i] for i in plan])
-            blob = backend.export_key(skey)
-            if blob is not None:
-                self._state.update((blob,))
-            elif stored is not None:
-                self._state.clear()
-            backend.import_key(skey, None)  # keep the worker's memory to one key at a time
-
-        def close(self) -> None:
-            pass
-
-    return UpsertMaterializeProcessor
 
 
 def _ttl_ms(ttl: int | str | dt.timedelta | None) -> int | None:
@@ -133,44 +52,62 @@ def upsert_materialize(
     threshold_high: int | None = None,
     threshold_low: int | None = None,
     order_by: str | None = None,
+    output_mode: str = "append",
 ) -> "DataFrame":
     """Reconcile a streaming changelog (a `_row_kind` column with +I/-U/+U/-D) per primary key, in the job.
 
     Returns a streaming DataFrame with the same columns; `_row_kind` as the materializer emits it. `ttl` is in
     milliseconds, a timedelta or a duration string ("1 h"). `order_by` names a column whose order is the
-    arrival order of a key's events within a micro-batch (it stays in the output).
+    arrival order of a key's events within a micro-batch (it stays in the output). `output_mode` is the
+    output mode the query writes with: "append" (Spark's default) or "update".
     """
-    import pyarrow as pa
+    from pyspark.sql.types import StringType
 
     columns = list(df.columns)
     if ROW_KIND_COLUMN not in columns:
         raise TableStoreError(f"upsert_materialize needs a {ROW_KIND_COLUMN!r} column; columns: {columns}")
+    kind_type = df.schema[ROW_KIND_COLUMN].dataType
+    if not isinstance(kind_type, StringType):
+        raise TableStoreError(f"upsert_materialize: {ROW_KIND_COLUMN!r} must be a string column, not {kind_type}")
     if order_by is not None and order_by not in columns:
         raise TableStoreError(f"upsert_materialize: order_by column {order_by!r} is not in the DataFrame {columns}")
     row_columns = [c for c in columns if c not in (ROW_KIND_COLUMN, order_by)]
     missing = [c for c in [*primary_key, *(upsert_key or [])] if c not in row_columns]
     if missing:
         raise TableStoreError(f"upsert_materialize: key columns {missing} are not row columns {row_columns}")
-    row_schema = to_arrow_schema(df.select(*row_columns).schema)
-    spec = MaterializeSpec(
-        columns=tuple(columns),
-        row_positions=tuple(columns.index(c) for c in row_columns),
-        kind_index=columns.index(ROW_KIND_COLUMN),
-        primary_key=tuple(row_columns.index(c) for c in primary_key),
-        upsert_key=tuple(row_columns.index(c) for c in upsert_key) if upsert_key else None,
-        strategy=strategy.upper(),
-        ttl_ms=_ttl_ms(ttl),
-        threshold_high=threshold_high,
-        threshold_low=threshold_low,
-        arrow_schema=pa.schema(row_schema).serialize().to_pybytes(),
-        order_index=columns.index(order_by) if order_by else None,
-    )
-    UpsertMaterializer([0], strategy=spec.strategy, ttl_ms=spec.ttl_ms,  # type: ignore[arg-type]
-                       threshold_high=threshold_high, threshold_low=threshold_low)  # validate options on the driver
-    processor = _processor_class()(spec)
-    return df.groupBy(*primary_key).transformWithState(
-        processor,
-        outputStructType=df.schema,
-        outputMode="Append",
-        timeMode="ProcessingTime" if spec.ttl_ms is not None else "None",
-    )
+    if output_mode not in ("append", "update"):
+        raise TableStoreError(f"upsert_materialize: output_mode must be 'append' or 'update', not {output_mode!r}")
+    options = MaterializeOptions.resolve(strategy.upper(), threshold_high=threshold_high,  # type: ignore[arg-type]
+                                         threshold_low=threshold_low, ttl_ms=_ttl_ms(ttl),
+                                         backend_type=BACKEND_TYPE)
+    spark = df.sparkSession
+    operator = _jvm_class(spark)
+    gateway = spark.sparkContext._gateway
+    jdf = operator.apply(df._jdf, _java_strings(gateway, primary_key), _java_strings(gateway, upsert_key or []),
+                         ROW_KIND_COLUMN, order_by, options.strategy == "LEGACY", options.ttl_ms or 0,
+                         output_mode == "update")
+    from pyspark.sql import DataFrame
+
+    return DataFrame(jdf, spark)
+
+
+def _jvm_class(spark: object) -> object:
+    from py4j.java_gateway import JavaClass
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise SparkJarError("upsert_materialize needs a classic (JVM) SparkSession, not Spark Connect")
+    cls = jvm
+    for part in MAIN_CLASS.split("."):
+        cls = getattr(cls, part)
+    if not isinstance(cls, JavaClass):
+        raise SparkJarError(f"{MAIN_CLASS} is not on this SparkSession's classpath: start the session with "
+                            "tablestore.spark.local_session(), or set spark.jars to tablestore.spark.jar_path()")
+    return cls
+
+
+def _java_strings(gateway: object, values: Sequence[str]) -> object:
+    array = gateway.new_array(gateway.jvm.java.lang.String, len(values))  # type: ignore[attr-defined]
+    for i, value in enumerate(values):
+        array[i] = value
+    return array

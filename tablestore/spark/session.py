@@ -1,10 +1,13 @@
-"""A local SparkSession configured the way tablestore's Spark integration needs it (RocksDB state store for
-transformWithState). Creating one is explicit: importing tablestore.spark never starts Spark."""
+"""A local SparkSession configured the way tablestore's Spark integration needs it: the RocksDB state store and
+the tablestore Spark jar (`jar.py`) on the classpath. Creating one is explicit: importing tablestore.spark never
+starts Spark."""
 from __future__ import annotations
 
 import os
 import sys
 from typing import TYPE_CHECKING, Mapping
+
+from tablestore.spark.jar import jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -12,7 +15,7 @@ if TYPE_CHECKING:
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 REQUIRED_CONF: Mapping[str, str] = {
-    # transformWithState only runs on the RocksDB state store
+    # the materializer's state lives in RocksDB, as in the checkpoints of every stateful tablestore query
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
 }
 
@@ -35,6 +38,9 @@ def local_session(app_name: str = "tablestore", *, cores: int = 2,
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
     )
-    for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
+    settings = {**REQUIRED_CONF, **(conf or {})}
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    settings["spark.jars"] = ",".join([str(jar_path()), *jars])
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -1,0 +1,84 @@
+"""The tablestore Spark jar: the JVM half of the Spark integration (the in-job upsert materializer operator,
+`java/tablestore/spark/jvm/`), compiled from the sources shipped in this package against the installed
+PySpark's own jars, on first use, and cached.
+
+Why a JVM operator: Spark's Python stateful APIs cost ~150 µs per key and micro-batch before any work
+(`bench/spark_tws_floor.py`), and even a stateless Python pass-through costs about twice a JVM stateful
+aggregation; the JVM operator runs the materializer at JVM speed. The Python library
+(`tablestore.materializer`) stays the reference semantics; a differential test holds the two to the same
+output.
+
+The jar must be on the session's classpath when the session starts: `local_session()` puts it there; for a
+session of your own, set ``spark.jars`` to `jar_path()`. Building needs a JDK (``javac``, from ``JAVA_HOME``
+or the PATH). Cache: ``$TABLESTORE_CACHE_DIR`` or ``~/.cache/tablestore``; the file name carries a digest of
+the sources and the Spark version, so an upgrade rebuilds.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from tablestore.errors import TableStoreError
+
+SOURCES = Path(__file__).resolve().parent / "java"
+MAIN_CLASS = "tablestore.spark.jvm.UpsertMaterialize"
+
+
+class SparkJarError(TableStoreError):
+    """The tablestore Spark jar cannot be built, or the session does not have it."""
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("TABLESTORE_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "tablestore"
+
+
+def _pyspark() -> tuple[str, Path]:
+    import pyspark
+
+    return pyspark.__version__, Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(home) / "bin" / "javac")] if home else []
+    found = shutil.which("javac")
+    candidates += [found] if found else []
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise SparkJarError("building the tablestore Spark jar needs a JDK: no javac in $JAVA_HOME/bin or on the PATH "
+                        "(install a JDK 17+, e.g. the openjdk-17-jdk-headless package)")
+
+
+def jar_path() -> Path:
+    """The jar for the installed PySpark, built now if not cached."""
+    version, spark_jars = _pyspark()
+    sources = sorted(SOURCES.rglob("*.java"))
+    digest = hashlib.sha256(version.encode())
+    for source in sources:
+        digest.update(source.relative_to(SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    target = cache_dir() / f"tablestore-spark-{version}-{digest.hexdigest()[:16]}.jar"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tablestore-jar-", dir=target.parent) as tmp:
+        classes = Path(tmp) / "classes"
+        cmd = [_javac(), "--release", "17", "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
+               "-cp", str(spark_jars / "*"), *map(str, sources)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SparkJarError(f"compiling the tablestore Spark jar against PySpark {version} failed:\n"
+                                f"{done.stdout}{done.stderr}")
+        built = Path(tmp) / target.name
+        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: tablestore\n\n")
+            for cls in sorted(classes.rglob("*.class")):
+                jar.write(cls, cls.relative_to(classes).as_posix())
+        os.replace(built, target)   # atomic: a concurrent builder just replaces an identical jar
+    return target
