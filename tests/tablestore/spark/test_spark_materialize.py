@@ -156,3 +156,69 @@ def test_bad_arguments_are_refused_before_the_query_starts(spark: Any) -> None:
         upsert_materialize(df.drop("_row_kind"), primary_key=["id"])
     with pytest.raises(TableStoreError, match="strategy"):
         upsert_materialize(df, primary_key=["id"], strategy="FASTEST")
+
+
+@pytest.mark.parametrize("ttl", [None, "200 ms"])
+def test_ttl_expires_history_between_micro_batches(spark: Any, tmp_path: Path, ttl: str | None) -> None:
+    """With a TTL, what a key held in an earlier micro-batch is gone once the TTL passed: a later retraction
+    finds nothing and a later add starts over (+I); a key never touched again is dropped by its timeout."""
+    import time
+
+    source, checkpoint = tmp_path / "src", tmp_path / "ckpt"
+    collected: list[tuple[Any, ...]] = []
+
+    def batch(name: str, events: list[Event], first_seq: int) -> None:
+        write_files(source / name, events, files=1, first=first_seq)
+        stream = (spark.readStream.schema("_row_kind string, id long, v string, seq long")
+                  .option("recursiveFileLookup", "true").parquet(str(source)))
+        out = upsert_materialize(stream, primary_key=["id"], order_by="seq", ttl=ttl)
+        query = (out.writeStream.foreachBatch(lambda b, _: collected.extend(tuple(r) for r in b.collect()))
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination()
+
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")  # AvailableNow ends with a TTL
+    try:
+        batch("a", [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")], 0)
+        time.sleep(0.5)
+        batch("b", [("-D", 1, "a"), ("+U", 2, "b2")], 3)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    later = sorted((r for r in collected if r[3] >= 3), key=lambda r: r[3])
+    keys_in_state = sorted(r["id"] for r in spark.read.format("statestore").load(str(checkpoint))
+                           .selectExpr("key.id AS id").collect())
+    if ttl is None:
+        assert later == [("-D", 1, "a", 3), ("+U", 2, "b2", 4)]
+        assert keys_in_state == [2, 3]
+    else:
+        assert later == [("+I", 2, "b2", 4)]
+        assert keys_in_state == [2]
+
+
+def test_a_bad_row_kind_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
+    write_files(tmp_path / "src", [("+I", 1, "a"), ("+X", 1, "b")], files=1)
+    stream = spark.readStream.schema("_row_kind string, id long, v string, seq long").parquet(str(tmp_path / "src"))
+    query = (upsert_materialize(stream, primary_key=["id"], order_by="seq").writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"invalid _row_kind \+X"):
+        query.awaitTermination()
+
+
+def test_update_output_mode_and_a_session_without_the_jar(spark: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tablestore import TableStoreError
+    from tablestore.spark import materialize
+    from tablestore.spark.jar import SparkJarError
+
+    write_files(tmp_path / "src", [("+I", 1, "a"), ("+U", 1, "b")], files=1)
+    stream = spark.readStream.schema("_row_kind string, id long, v string, seq long").parquet(str(tmp_path / "src"))
+    collected: list[tuple[Any, ...]] = []
+    query = (upsert_materialize(stream, primary_key=["id"], order_by="seq", output_mode="update").writeStream
+             .outputMode("update").foreachBatch(lambda b, _: collected.extend(tuple(r) for r in b.collect()))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert sorted(collected, key=lambda r: r[3]) == [("+I", 1, "a", 0), ("+U", 1, "b", 1)]
+    with pytest.raises(TableStoreError, match="output_mode"):
+        upsert_materialize(stream, primary_key=["id"], output_mode="complete")
+    monkeypatch.setattr(materialize, "MAIN_CLASS", "tablestore.spark.jvm.Missing")
+    with pytest.raises(SparkJarError, match="spark.jars"):
+        upsert_materialize(stream, primary_key=["id"])

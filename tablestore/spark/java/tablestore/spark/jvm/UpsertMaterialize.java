@@ -18,9 +18,7 @@ import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.slf4j.Logger;
 import scala.jdk.javaapi.CollectionConverters;
-import org.slf4j.LoggerFactory;
 
 /**
  * The upsert materializer as a Spark stateful operator: {@code groupByKey(primary key)
@@ -70,7 +68,7 @@ public final class UpsertMaterialize {
             .add("rows", new ArrayType(schema, false), false)
             .add("ts", new ArrayType(DataTypes.LongType, false), false)
             .add("written", DataTypes.LongType, false);
-        Step step = new Step(kind, order, ident, upsertKey.length > 0, keyTtl, ttlMs);
+        Step step = new Step(new Materializer(kind, order, ident, upsertKey.length > 0, keyTtl, ttlMs));
         return df.groupByKey(new KeyOf(pk), Encoders.row(keySchema))
             .flatMapGroupsWithState(step, update ? OutputMode.Update() : OutputMode.Append(), Encoders.row(stateSchema), Encoders.row(schema),
                 ttlMs > 0 ? GroupStateTimeout.ProcessingTimeTimeout() : GroupStateTimeout.NoTimeout());
@@ -102,24 +100,13 @@ public final class UpsertMaterialize {
         }
     }
 
-    /** One primary key's micro-batch. */
+    /** One primary key's micro-batch: load its history, run the events, store it back. */
     static final class Step implements FlatMapGroupsWithStateFunction<Row, Row, Row, Row>, Serializable {
         private static final long serialVersionUID = 1L;
-        private static final Logger LOG = LoggerFactory.getLogger(UpsertMaterialize.class);
-        private final int kind;
-        private final int order;
-        private final int[] ident;
-        private final boolean upsertKey;
-        private final boolean keyTtl;
-        private final long ttlMs;
+        private final Materializer materializer;
 
-        Step(int kind, int order, int[] ident, boolean upsertKey, boolean keyTtl, long ttlMs) {
-            this.kind = kind;
-            this.order = order;
-            this.ident = ident;
-            this.upsertKey = upsertKey;
-            this.keyTtl = keyTtl;
-            this.ttlMs = ttlMs;
+        Step(Materializer materializer) {
+            this.materializer = materializer;
         }
 
         @Override
@@ -128,7 +115,8 @@ public final class UpsertMaterialize {
                 state.remove();
                 return Collections.emptyIterator();
             }
-            History history = new History(ident, upsertKey, keyTtl);
+            Materializer m = materializer;
+            History history = m.newHistory();
             if (state.exists()) {
                 Row stored = state.get();
                 List<Row> rows = stored.getList(0);
@@ -140,13 +128,14 @@ public final class UpsertMaterialize {
             }
             List<Row> batch = new ArrayList<>();
             events.forEachRemaining(batch::add);
-            if (order >= 0) {
-                batch.sort((a, b) -> compareNullsFirst(a.get(order), b.get(order)));
+            if (m.orderPosition() >= 0) {
+                batch.sort(m::compareOrder);
             }
-            long now = ttlMs > 0 ? state.getCurrentProcessingTimeMs() : 0L;
+            long ttl = m.ttlMs();
+            long now = ttl > 0 ? state.getCurrentProcessingTimeMs() : 0L;
             List<Row> out = new ArrayList<>(batch.size());
             for (Row event : batch) {
-                process(history, event, now, out, key);
+                m.process(history, event, now, out);
             }
             if (history.size() == 0) {
                 if (state.exists()) {
@@ -158,54 +147,11 @@ public final class UpsertMaterialize {
                 history.save(rows, times);
                 state.update(RowFactory.create(CollectionConverters.asScala(rows), CollectionConverters.asScala(times),
                                                history.lastWrite()));
-                if (ttlMs > 0) {
-                    state.setTimeoutDuration(Math.max(1L, history.expiresAt(ttlMs) - now));
+                if (ttl > 0) {
+                    state.setTimeoutDuration(Math.max(1L, history.expiresAt(ttl) - now));
                 }
             }
             return out.iterator();
-        }
-
-        private void process(History history, Row event, long now, List<Row> out, Row key) {
-            Object k = event.get(kind);
-            if (ttlMs > 0) {
-                history.expire(now - ttlMs);
-            }
-            if ("+I".equals(k) || "+U".equals(k)) {
-                int before = history.add(event, now);
-                out.add(emit(event, before == 0 ? "+I" : "+U", event));
-            } else if ("-U".equals(k) || "-D".equals(k)) {
-                switch (history.retract(event, now)) {
-                    case ALL -> out.add(emit(event, "-D", event));
-                    case LAST -> out.add(emit(history.newest(), "+U", event));
-                    case OTHER -> { }
-                    case NOT_FOUND -> LOG.warn("Not found record to retract (the state is cleared because of "
-                        + "state ttl, or the row was never added): key {}, {} {}", key, k, event);
-                }
-            } else {
-                throw new IllegalArgumentException("invalid _row_kind " + k + " for primary key " + key
-                    + " (expected +I, -U, +U or -D): " + event);
-            }
-        }
-
-        @SuppressWarnings({"unchecked", "rawtypes"})
-        private static int compareNullsFirst(Object a, Object b) {
-            if (a == null || b == null) {
-                return a == null ? (b == null ? 0 : -1) : 1;
-            }
-            return ((Comparable) a).compareTo(b);
-        }
-
-        /** {@code row} with the emitted kind, and the triggering event's order value. */
-        private Row emit(Row row, String emittedKind, Row trigger) {
-            Object[] values = new Object[row.length()];
-            for (int i = 0; i < values.length; i++) {
-                values[i] = row.get(i);
-            }
-            values[kind] = emittedKind;
-            if (order >= 0) {
-                values[order] = trigger.get(order);
-            }
-            return RowFactory.create(values);
         }
     }
 }
