@@ -18,7 +18,7 @@ whole history expired is dropped by a processing-time timeout. Spark then keeps 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from catalog.optiontypes import parse_duration
 from logstore.changes import ROW_KIND_COLUMN
@@ -91,7 +91,7 @@ def upsert_materialize(
     return DataFrame(jdf, spark)
 
 
-def _jvm_class(spark: object) -> object:
+def _jvm_class(spark: object) -> Any:
     from py4j.java_gateway import JavaClass
 
     jvm = getattr(spark, "_jvm", None)

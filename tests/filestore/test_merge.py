@@ -58,7 +58,7 @@ def count_table(records: list[tuple[Any, ...]], seqs: list[int]) -> pa.Table:
 
 def pk_replay(records: list[tuple[Any, ...]], seqs: list[int]) -> dict[tuple[Any, Any], Any]:
     state: dict[tuple[Any, Any], Any] = {}
-    for seq, (k1, k2, is_delete, v) in sorted(zip(seqs, records), key=lambda x: x[0]):
+    for _seq, (k1, k2, is_delete, v) in sorted(zip(seqs, records), key=lambda x: x[0]):
         if is_delete:
             state.pop((k1, k2), None)
         else:

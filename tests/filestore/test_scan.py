@@ -132,7 +132,7 @@ def test_null_bool_and_int_partitions_prune_correctly(tmp_path: Path) -> None:
 
 def test_invalid_filters_raise_a_typed_error(tmp_path: Path) -> None:
     t, handle = new_table(tmp_path)
-    for empty_or_not in (False, True):
+    for _second_pass in (False, True):  # first on an empty table, then with rows
         for bad in (pc.field("nope") == 1, pc.field("v") > "text", pc.field("id") + 1):
             with pytest.raises(SchemaMismatchError, match="db.t"):
                 t.read(filter=bad)
