@@ -1,5 +1,5 @@
-"""Events/s of the in-job upsert materializer (transformWithState, RocksDB) against a plain Spark stateful
-aggregation (`groupBy(key)` max/count, RocksDB) over the same stream of changelog files.
+"""Events/s of the in-job upsert materializer (the JVM flatMapGroupsWithState operator, RocksDB) against a
+plain Spark stateful aggregation (`groupBy(key)` max/count, RocksDB) over the same stream of changelog files.
 
     .venv/bin/python bench/spark_materialize_bench.py [--events 1000000] [--keys 100000] [--files 10]
 
