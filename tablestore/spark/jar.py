@@ -11,7 +11,7 @@ output.
 The jar must be on the session's classpath when the session starts: `local_session()` puts it there; for a
 session of your own, set ``spark.jars`` to `jar_path()`. Building needs a JDK (``javac``, from ``JAVA_HOME``
 or the PATH). Cache: ``$TABLESTORE_CACHE_DIR`` or ``~/.cache/tablestore``; the file name carries a digest of
-the sources and the Spark version, so an upgrade rebuilds.
+the sources and the Spark version, so an upgrade rebuilds (and removes the jars of earlier builds).
 """
 from __future__ import annotations
 
@@ -81,4 +81,7 @@ def jar_path() -> Path:
             for cls in sorted(classes.rglob("*.class")):
                 jar.write(cls, cls.relative_to(classes).as_posix())
         os.replace(built, target)   # atomic: a concurrent builder just replaces an identical jar
+    for old in target.parent.glob("tablestore-spark-*.jar"):   # jars of earlier sources or Spark versions
+        if old != target:
+            old.unlink(missing_ok=True)   # a JVM still using one keeps its open file
     return target

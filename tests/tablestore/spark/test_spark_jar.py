@@ -1,0 +1,37 @@
+"""Building the tablestore Spark jar: cached by content, rebuilt for other sources, a clear error without a JDK."""
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tablestore.spark import jar
+from tablestore.spark.jar import SparkJarError, jar_path
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (CI has one: the Spark tests need it)")
+def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TABLESTORE_CACHE_DIR", str(tmp_path / "cache"))
+    first = jar_path()
+    assert "tablestore/spark/jvm/UpsertMaterialize.class" in zipfile.ZipFile(first).namelist()
+    mtime = first.stat().st_mtime_ns
+    assert jar_path() == first and first.stat().st_mtime_ns == mtime   # cached
+
+    sources = tmp_path / "java"
+    shutil.copytree(jar.SOURCES, sources)
+    extra = sources / "tablestore" / "spark" / "jvm" / "History.java"
+    extra.write_text(extra.read_text() + "\n// changed\n")
+    monkeypatch.setattr(jar, "SOURCES", sources)
+    second = jar_path()
+    assert second != first and second.exists() and not first.exists()
+
+
+def test_without_a_jdk_the_error_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TABLESTORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(SparkJarError, match="javac"):
+        jar_path()
