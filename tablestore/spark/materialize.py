@@ -29,7 +29,7 @@ from tablestore.spark.jar import MAIN_CLASS, SparkJarError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-BACKEND_TYPE = "spark-rocksdb"  # not heap-like: ADAPTIVE defaults to the FLIP's RocksDB thresholds (50/40)
+BACKEND_TYPE = "spark-rocksdb"  # validates the options as for a RocksDB backend (the FLIP's ADAPTIVE defaults 50/40)
 
 
 def _ttl_ms(ttl: int | str | dt.timedelta | None) -> int | None:

@@ -205,26 +205,18 @@ public final class History {
         return dropped;
     }
 
-    /** The time after which everything held has expired, given the TTL. */
-    public long expiresAt(long ttlMs) {
+    /** Adds the live entries to {@code rows} and {@code times}, oldest first; returns the newest write time
+     *  (everything held has expired once it is older than the TTL). */
+    public long save(List<Row> rows, List<Long> times) {
         long newest = written;
-        for (int i = head; i < entries.size(); i++) {
-            Entry e = entries.get(i);
-            if (e != null) {
-                newest = Math.max(newest, e.ts);
-            }
-        }
-        return newest + ttlMs;
-    }
-
-    /** The live entries, oldest first: rows and their write times. */
-    public void save(List<Row> rows, List<Long> times) {
         for (int i = head; i < entries.size(); i++) {
             Entry e = entries.get(i);
             if (e != null) {
                 rows.add(e.row);
                 times.add(e.ts);
+                newest = Math.max(newest, e.ts);
             }
         }
+        return newest;
     }
 }

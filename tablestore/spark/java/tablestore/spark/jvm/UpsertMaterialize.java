@@ -69,9 +69,11 @@ public final class UpsertMaterialize {
             .add("ts", new ArrayType(DataTypes.LongType, false), false)
             .add("written", DataTypes.LongType, false);
         Step step = new Step(new Materializer(kind, order, ident, upsertKey.length > 0, keyTtl, ttlMs));
+        OutputMode mode = update ? OutputMode.Update() : OutputMode.Append();
+        GroupStateTimeout timeout =
+            ttlMs > 0 ? GroupStateTimeout.ProcessingTimeTimeout() : GroupStateTimeout.NoTimeout();
         return df.groupByKey(new KeyOf(pk), Encoders.row(keySchema))
-            .flatMapGroupsWithState(step, update ? OutputMode.Update() : OutputMode.Append(), Encoders.row(stateSchema), Encoders.row(schema),
-                ttlMs > 0 ? GroupStateTimeout.ProcessingTimeTimeout() : GroupStateTimeout.NoTimeout());
+            .flatMapGroupsWithState(step, mode, Encoders.row(stateSchema), Encoders.row(schema), timeout);
     }
 
     private static int[] positions(StructType schema, String[] names) {
@@ -144,11 +146,11 @@ public final class UpsertMaterialize {
             } else {
                 List<Row> rows = new ArrayList<>(history.size());
                 List<Long> times = new ArrayList<>(history.size());
-                history.save(rows, times);
+                long newest = history.save(rows, times);
                 state.update(RowFactory.create(CollectionConverters.asScala(rows), CollectionConverters.asScala(times),
                                                history.lastWrite()));
-                if (ttl > 0) {
-                    state.setTimeoutDuration(Math.max(1L, history.expiresAt(ttl) - now));
+                if (ttl > 0) {   // the timeout fires once everything held has expired
+                    state.setTimeoutDuration(Math.max(1L, newest + ttl - now));
                 }
             }
             return out.iterator();
