@@ -11,7 +11,16 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from catalog.options import ALL_OPTIONS, SESSION_PREFIX, TableOptions
+from catalog.options import (
+    ALL_OPTIONS,
+    SESSION_PREFIX,
+    UPSERT_MATERIALIZE_STRATEGY,
+    UPSERT_MATERIALIZE_THRESHOLD_HIGH,
+    UPSERT_MATERIALIZE_THRESHOLD_LOW,
+    UPSERT_MATERIALIZE_TTL,
+    TableOptions,
+)
+from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
@@ -28,5 +37,10 @@ __all__ = [
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "TableOptions",
+    "UPSERT_MATERIALIZE_STRATEGY",
+    "UPSERT_MATERIALIZE_THRESHOLD_HIGH",
+    "UPSERT_MATERIALIZE_THRESHOLD_LOW",
+    "UPSERT_MATERIALIZE_TTL",
+    "parse_duration",
     "parse_identifier",
 ]

@@ -27,12 +27,8 @@ from catalog.errors import (
 )
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, session_defaults, validate_table_options
-from filestore.fileio import FileIO
-from filestore.paths import TablePaths
-from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
-from filestore.store import FileStore
-from logstore.errors import LogStoreError
-from logstore.store import LogStore
+from filestore import SYSTEM_COLUMNS, FileIO, FileStore, SchemaManager, TablePaths, TableSchema
+from logstore import LogStore, LogStoreError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping, TypeVar
 
 from catalog.errors import InvalidOptionError
 from catalog.optiontypes import ConfigOption
-from filestore.options import FileStoreOptions
+from filestore import FileStoreOptions
 
 SESSION_PREFIX = "table-storage."
 T = TypeVar("T")
@@ -56,6 +56,13 @@ SNAPSHOT_TIME_RETAINED: ConfigOption[int] = ConfigOption(
 COMPACTION_TRIGGER: ConfigOption[int] = ConfigOption(
     "num-sorted-run.compaction-trigger", "int", "5",
     "Universal compaction: sorted runs in a bucket above which runs are merged.",
+)
+STOP_TRIGGER: ConfigOption[int] = ConfigOption(
+    "num-sorted-run.stop-trigger", "int", None,
+    "Sorted runs in a bucket at which a write waits for compaction: after its commit the write compacts every "
+    "bucket above this many runs until it is back at it, retrying on conflicts (below it, a conflicting "
+    "compaction is skipped and runs again after a later write). Default: `num-sorted-run.compaction-trigger` + 3. "
+    "Range: >= 1. Ignored when `write-only` is true.",
 )
 COMPACTION_MAX_SIZE_AMP: ConfigOption[int] = ConfigOption(
     "compaction.max-size-amplification-percent", "int", "200",
@@ -158,7 +165,7 @@ UPSERT_MATERIALIZE_TTL: ConfigOption[int] = ConfigOption(
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
+    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
@@ -229,6 +236,11 @@ class TableOptions:
 
     def to_filestore(self) -> FileStoreOptions:
         g = self.get
+        stop_trigger = self.get_optional(STOP_TRIGGER)
+        if stop_trigger is None:
+            stop_trigger = g(COMPACTION_TRIGGER) + 3
+        elif stop_trigger < 1:
+            raise InvalidOptionError(f"option {STOP_TRIGGER.key!r}: {stop_trigger} is out of range (>= 1)")
         return FileStoreOptions(
             bucket=g(BUCKET),
             file_format=g(FILE_FORMAT),
@@ -241,6 +253,7 @@ class TableOptions:
             snapshot_num_retained_max=g(SNAPSHOT_NUM_RETAINED_MAX),
             snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),
             compaction_trigger=g(COMPACTION_TRIGGER),
+            num_sorted_run_stop_trigger=stop_trigger,
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),
             compaction_size_ratio=g(COMPACTION_SIZE_RATIO),
             write_only=g(WRITE_ONLY),

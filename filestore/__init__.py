@@ -1,4 +1,8 @@
-"""The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests."""
+"""The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests.
+
+What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
+from filestore.commit import CommitResult, FileStoreCommit, Overwrite
+from filestore.compact import compact, sorted_run_counts
 from filestore.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
@@ -9,26 +13,48 @@ from filestore.errors import (
     SequenceConflictError,
     SnapshotNotFoundError,
 )
+from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
+from filestore.fileio import FileIO
+from filestore.keycodec import KeyCodec
+from filestore.live import LiveFiles
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
-from filestore.schema import TableSchema
+from filestore.paths import TablePaths
+from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
+from filestore.write import FileStoreWrite, render_partition_column
 
 __all__ = [
     "CommitConflictError",
     "CommitKind",
     "CommitMessage",
+    "CommitResult",
     "CommitRetriesExhaustedError",
     "CorruptFileError",
     "DataFileMeta",
+    "ExpireResult",
+    "FileIO",
     "FileStore",
+    "FileStoreCommit",
     "FileStoreError",
     "FileStoreOptions",
+    "FileStoreWrite",
     "InvalidWriteError",
+    "KeyCodec",
+    "LiveFiles",
+    "Overwrite",
+    "SYSTEM_COLUMNS",
+    "SchemaManager",
     "SchemaMismatchError",
     "SequenceConflictError",
     "Snapshot",
     "SnapshotNotFoundError",
+    "TablePaths",
     "TableSchema",
     "ValueKind",
+    "compact",
+    "expire_snapshots",
+    "remove_orphan_files",
+    "render_partition_column",
+    "sorted_run_counts",
 ]

@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Collection
 
 from filestore import compact_pick
+from filestore.live import LiveFiles
 from filestore.meta import CommitMessage, DataFileMeta, Partition, Snapshot
 from filestore.merge import merge
 from filestore.scan import Split
@@ -23,14 +24,22 @@ def num_levels(store: "FileStore") -> int:
     return store.options.compaction_trigger + 1
 
 
+def sorted_run_counts(live: LiveFiles, buckets: Collection[tuple[Partition, int]] | None = None
+                      ) -> dict[tuple[Partition, int], int]:
+    """How many sorted runs each bucket (of `buckets`, when given) has in `live`."""
+    return {where: len(compact_pick.sorted_runs(files)) for where, files in live.files_by_bucket(buckets).items()}
+
+
 def plan_compaction(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
-    buckets: Collection[tuple[Partition, int]] | None = None,
+    buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
+    trigger: int | None = None,
 ) -> list[tuple[Partition, int, compact_pick.CompactUnit]]:
-    grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
-    for e in store.live_entries(snapshot).values():
-        if buckets is None or (e.partition, e.bucket) in buckets:
-            grouped[(e.partition, e.bucket)].append(e.file)
+    """`live`: the live files of `snapshot` when the caller has them (else they are read). `trigger`: the run
+    count to pick down to instead of `num-sorted-run.compaction-trigger` (a writer at its stop trigger)."""
+    if live is None:
+        live = store.live_files(snapshot)
+    grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list, live.files_by_bucket(buckets))
     o, levels = store.options, num_levels(store)
     plans = []
     for (partition, bucket), files in sorted(grouped.items()):
@@ -38,7 +47,7 @@ def plan_compaction(
         unit = (
             compact_pick.full(runs, num_levels=levels)
             if full
-            else compact_pick.pick(runs, num_levels=levels, trigger=o.compaction_trigger,
+            else compact_pick.pick(runs, num_levels=levels, trigger=trigger or o.compaction_trigger,
                                    max_size_amp=o.compaction_max_size_amplification_percent,
                                    size_ratio=o.compaction_size_ratio)
         )
@@ -49,13 +58,15 @@ def plan_compaction(
 
 def compact(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
-    buckets: Collection[tuple[Partition, int]] | None = None,
+    buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
+    trigger: int | None = None,
 ) -> list[CommitMessage]:
     """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT."""
     messages = []
     writer = store.data_file_writer()
     s = store.schema
-    for partition, bucket, unit in plan_compaction(store, snapshot, full=full, buckets=buckets):
+    for partition, bucket, unit in plan_compaction(store, snapshot, full=full, buckets=buckets, live=live,
+                                                   trigger=trigger):
         split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
         records = store.new_read().read_records(split)
         run = merge(records, s.key_columns, primary_key=s.has_primary_key, final=unit.drop_deletes)

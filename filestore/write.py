@@ -71,10 +71,12 @@ class FileStoreWrite:
             raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
         return conformed
 
-    def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> np.ndarray:
+    def write(self, data: pa.Table, kinds: np.ndarray | None = None, *, conformed: bool = False) -> np.ndarray:
         """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None). Returns each row's
-        bucket (the log store writes a row to the Kafka partition of that number)."""
-        data = self.conform(data)
+        bucket (the log store writes a row to the Kafka partition of that number). `conformed`: `data` is the
+        result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
+        if not conformed:
+            data = self.conform(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)

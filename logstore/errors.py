@@ -47,3 +47,17 @@ class LogFormatError(LogStoreError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class InvalidRowKindError(LogFormatError):
+    """A `_row_kind` column holds something other than +I, -U, +U, -D (a bad value, a null, or a non-string
+    column). Names the table when known, the distinct bad values (`kinds`) and how many rows hold them (`count`)."""
+
+    def __init__(self, reason: str, *, table: str | None = None, kinds: list[object] | None = None,
+                 count: int = 0) -> None:
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}{reason}")
+        self.detail = reason
+        self.table = table
+        self.kinds = kinds or []
+        self.count = count

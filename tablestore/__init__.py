@@ -6,7 +6,7 @@
     t = cat.create_table("db.orders", schema=..., primary_key=["id"])
     t.write(data); t.read()
 """
-from catalog.errors import (
+from catalog import (
     CatalogError,
     DatabaseAlreadyExistsError,
     DatabaseNotEmptyError,
@@ -17,7 +17,7 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from filestore.errors import (
+from filestore import (
     CommitConflictError,
     FileStoreError,
     InvalidWriteError,

@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any, Callable
 
-from catalog.errors import CatalogError
-from filestore.errors import FileStoreError
-from logstore.errors import LogStoreError
+from catalog import CatalogError
+from filestore import FileStoreError
+from logstore import LogStoreError
 from tablestore.catalog import Catalog
 from tablestore.errors import TableStoreError
 

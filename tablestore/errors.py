@@ -1,16 +1,27 @@
 """The closed set of errors the user-facing ``tablestore`` package raises."""
 from __future__ import annotations
 
+import logstore
+
 
 class TableStoreError(Exception):
     """Root of every error raised by ``tablestore`` and its subpackages."""
 
 
-class InvalidRowKindError(TableStoreError):
-    """A change carries a row kind other than +I, -U, +U, -D; names the kinds (and the table, when known)."""
+class InvalidRowKindError(TableStoreError, logstore.InvalidRowKindError):
+    """A change carries a row kind other than +I, -U, +U, -D; names the kinds (and the table, when known).
+    The validation is logstore's (the owner of row kinds): this is its error, translated at the package edge."""
 
-    def __init__(self, kind: object, table: str | None = None) -> None:
-        where = f"table {table!r}: " if table else ""
-        super().__init__(f"{where}invalid row kind {kind!r}: expected one of '+I', '-U', '+U', '-D'")
+    def __init__(self, kind: object, table: str | None = None, *, reason: str | None = None, count: int = 0) -> None:
+        if reason is None:
+            reason = f"invalid row kind {kind!r}: expected one of '+I', '-U', '+U', '-D'"
+        logstore.InvalidRowKindError.__init__(self, reason, table=table,
+                                              kinds=kind if isinstance(kind, list) else [kind], count=count)
         self.kind = kind
-        self.table = table
+
+    @classmethod
+    def of(cls, e: logstore.InvalidRowKindError) -> "InvalidRowKindError":
+        """The logstore error, as the tablestore one (same message)."""
+        kind: object = e.kinds if len(e.kinds) != 1 else e.kinds[0]
+        return cls(kind, e.table, reason=e.detail,
+                   count=e.count)
