@@ -15,6 +15,7 @@ from logstore.changes import (
     insert_kinds,
     row_kinds_of,
 )
+from logstore import broker
 from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
@@ -40,6 +41,7 @@ __all__ = [
     "ROW_KIND_VALUES",
     "RowKind",
     "addition_mask",
+    "broker",
     "check_row_kinds",
     "get_format",
     "insert_kinds",

@@ -192,3 +192,76 @@ def test_table_matches_dict_replay(pk: bool, partitioned: bool, bucket: int, wri
 
         for sid, expected in history.items():
             assert read_rows(t, snapshot_id=sid) == expected, sid
+
+
+# -- the checkpointed session path: `log_writer()` sessions, several checkpoints each ----------------------------
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Several session.write() calls, then commit() -- or abort(), which must leave no trace."""
+
+    chunks: list[list[Record]]
+    abort: bool
+
+
+checkpoint = st.builds(Checkpoint, st.lists(st.lists(record, min_size=1, max_size=10), min_size=1, max_size=3),
+                       st.sampled_from([False, False, False, True]))
+STOP_TRIGGER = 3
+
+
+def max_sorted_runs(wh: str) -> int:
+    import filestore
+
+    store = catalog.Catalog(wh).get_table("db.t").store
+    return max(filestore.sorted_run_counts(store.live_files(store.snapshots.latest())).values(), default=0)
+
+
+@SETTINGS
+@given(
+    pk=st.booleans(),
+    partitioned=st.booleans(),
+    bucket=st.sampled_from([1, 3]),
+    write_only=st.booleans(),
+    sessions=st.lists(st.lists(checkpoint, min_size=1, max_size=4), min_size=1, max_size=3),
+)
+def test_checkpointed_sessions_match_dict_replay(
+    pk: bool, partitioned: bool, bucket: int, write_only: bool, sessions: list[list[Checkpoint]]
+) -> None:
+    import copy
+
+    with tempfile.TemporaryDirectory() as wh:
+        cat = tablestore.Catalog(wh)
+        cat.create_database("db")
+        t = cat.create_table(
+            "db.t", schema=SCHEMA,
+            primary_key=((["id", "p"] if partitioned else ["id"]) if pk else None),
+            partition_by=["p"] if partitioned else None,
+            options={"bucket": str(bucket), "write-buffer-size": "1 kb", "target-file-size": "2 kb",
+                     "num-sorted-run.compaction-trigger": "2", "num-sorted-run.stop-trigger": str(STOP_TRIGGER),
+                     "manifest.merge-min-count": "2", "write-only": str(write_only).lower()},
+        )
+        oracle = Oracle(pk, partitioned)
+        history: dict[int, list[Row]] = {}
+        for s, checkpoints in enumerate(sessions):
+            with t.log_writer() as w:
+                for c, cp in enumerate(checkpoints):
+                    pending = copy.deepcopy(oracle)
+                    for chunk in cp.chunks:
+                        records = pending.well_formed(chunk)
+                        w.write(as_table(records))
+                        pending.apply(records)
+                    if cp.abort:
+                        w.abort()
+                    else:
+                        w.commit()
+                        oracle = pending
+                    expected = oracle.state()
+                    assert read_rows(t) == expected, (s, c)
+                    if not write_only:
+                        assert max_sorted_runs(wh) <= STOP_TRIGGER, (s, c)
+                    for info in t.snapshots():
+                        history.setdefault(info.id, expected)
+        if write_only:
+            assert {info.kind for info in t.snapshots()} <= {"APPEND"}
+        for sid, expected in history.items():
+            assert read_rows(t, snapshot_id=sid) == expected, sid
