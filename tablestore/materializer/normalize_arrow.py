@@ -18,7 +18,9 @@ half of it is dead.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 import pyarrow as pa
@@ -86,7 +88,7 @@ class ArrowChangelogNormalizer:
         first[1:] = codes[order][1:] != codes[order][:-1]
         prev_pos = np.full(n, -1, dtype=np.int64)
         prev_pos[order[~first]] = order[np.flatnonzero(~first) - 1]
-        stored_of_code = np.array([self._index.get(k, -1) for k in distinct], dtype=np.int64)
+        stored_of_code = np.fromiter(map(self._index.get, distinct, repeat(-1)), dtype=np.int64, count=len(distinct))
         in_batch = prev_pos >= 0
         stored_pos = np.where(in_batch, -1, stored_of_code[codes])
         has_prev = np.where(in_batch, is_add[np.maximum(prev_pos, 0)], stored_pos >= 0)
@@ -96,17 +98,13 @@ class ArrowChangelogNormalizer:
         full = self._row_codec.encode_columns(rows.columns)
         from_store = np.flatnonzero(has_prev & ~in_batch)
         from_batch = np.flatnonzero(has_prev & in_batch)
-        prev_full = np.empty(n, dtype=object)
-        if len(from_store):
-            prev_full[from_store] = store.column(_FULL).take(pa.array(stored_pos[from_store])).to_numpy(
-                zero_copy_only=False)
-        full_np = full.to_numpy(zero_copy_only=False)
-        if len(from_batch):
-            prev_full[from_batch] = full_np[prev_pos[from_batch]]
         same = np.zeros(n, dtype=bool)
-        candidates = np.flatnonzero(has_prev & is_add)
-        if len(candidates):
-            same[candidates] = prev_full[candidates] == full_np[candidates]
+        for where, previous in ((from_store[is_add[from_store]], None), (from_batch[is_add[from_batch]], full)):
+            if len(where):  # the row's key-codec bytes against its previous row's
+                prev_bytes = (store.column(_FULL).take(pa.array(stored_pos[where])) if previous is None
+                              else previous.take(pa.array(prev_pos[where])))
+                equal = pc.equal(prev_bytes, full.take(pa.array(where)))
+                same[where] = np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
         emit_before = has_prev & ~is_add | (has_prev & is_add & ~same & self.generate_update_before)
         emit_after = is_add & ~same
 
@@ -137,14 +135,14 @@ class ArrowChangelogNormalizer:
         last_add = last_pos[is_add[last_pos]]
         last_retract = last_pos[~is_add[last_pos]]
         index = self._index
-        for code in codes[last_retract].tolist():
-            index.pop(distinct[code], None)
+        if len(last_retract):
+            deque(map(index.pop, map(distinct.__getitem__, codes[last_retract].tolist()), repeat(None)), maxlen=0)
         if len(last_add):
             chunk = rows.take(pa.array(last_add)).append_column(_FULL, full.take(pa.array(last_add)))
             self._chunks.append(chunk)
             base = self._stored
-            for j, code in enumerate(codes[last_add].tolist()):
-                index[distinct[code]] = base + j
+            index.update(zip(map(distinct.__getitem__, codes[last_add].tolist()),
+                             range(base, base + len(last_add))))
             self._stored += len(last_add)
         if self._stored > max(_MIN_REBUILD, 2 * len(index)):
             self._rebuild()
