@@ -2,7 +2,7 @@
 
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
-from filestore.compact import compact, sorted_run_counts
+from filestore.compact import compact, delete_added_files, sorted_run_counts
 from filestore.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
@@ -53,6 +53,7 @@ __all__ = [
     "TableSchema",
     "ValueKind",
     "compact",
+    "delete_added_files",
     "expire_snapshots",
     "remove_orphan_files",
     "render_partition_column",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Collection
+from typing import TYPE_CHECKING, Collection, Sequence
 
 from filestore import compact_pick
 from filestore.live import LiveFiles
@@ -61,17 +61,39 @@ def compact(
     buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
     trigger: int | None = None,
 ) -> list[CommitMessage]:
-    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT."""
-    messages = []
+    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT. If rewriting a
+    bucket fails, the files already written for the others are deleted before the error propagates."""
+    messages: list[CommitMessage] = []
+    plans = plan_compaction(store, snapshot, full=full, buckets=buckets, live=live, trigger=trigger)
+    try:
+        for partition, bucket, unit in plans:
+            messages.append(_rewrite(store, snapshot, partition, bucket, unit))
+    except BaseException:
+        delete_added_files(store, messages)
+        raise
+    return messages
+
+
+def delete_added_files(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
+    """Delete the files `messages` add (a commit that was never published); a failure to delete is logged only
+    (what remains is an orphan, for `remove_orphan_files`)."""
+    for m in messages:
+        for f in m.added:
+            path = store.data_file_path(m.partition, m.bucket, f.file_name)
+            try:
+                store.io.delete(path)
+            except OSError as e:
+                log.warning("could not delete %s of a failed commit: %s", path, e)
+
+
+def _rewrite(store: "FileStore", snapshot: Snapshot | None, partition: Partition, bucket: int,
+             unit: compact_pick.CompactUnit) -> CommitMessage:
     writer = store.data_file_writer()
     s = store.schema
-    for partition, bucket, unit in plan_compaction(store, snapshot, full=full, buckets=buckets, live=live,
-                                                   trigger=trigger):
-        split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
-        records = store.new_read().read_records(split)
-        run = merge(records, s.key_columns, primary_key=s.has_primary_key, final=unit.drop_deletes)
-        added = writer.write_run(run, partition, bucket, level=unit.output_level)
-        log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
-                  len(added), unit.output_level)
-        messages.append(CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files))
-    return messages
+    split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
+    records = store.new_read().read_records(split)
+    run = merge(records, s.key_columns, primary_key=s.has_primary_key, final=unit.drop_deletes)
+    added = writer.write_run(run, partition, bucket, level=unit.output_level)
+    log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
+              len(added), unit.output_level)
+    return CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files)

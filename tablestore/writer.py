@@ -135,11 +135,10 @@ class TableWriter:
                 return None
             result = self._committer.publish(messages, identifier=ident, log_offsets=offsets,  # 3.
                                              overwrite=overwrite, base=self._live)
-        except BaseException as e:
+        except BaseException:
             if log_writer is not None:
                 log_writer.abort()
-            if isinstance(e, CommitConflictError):  # never published: the files of this attempt are garbage
-                self._delete_files(messages, added=True)
+            self._clean_up(messages, ident, CommitKind.APPEND)  # never published: this attempt's files are garbage
             raise
         if log_writer is not None:
             log_writer.commit()  # 4.
@@ -167,7 +166,7 @@ class TableWriter:
             try:
                 result = self._committer.publish(messages, identifier=identifier, kind=CommitKind.COMPACT, base=live)
             except CommitConflictError as e:  # a concurrent overwrite won; the data is intact
-                self._delete_files(messages, added=True)
+                self._clean_up(messages, identifier, CommitKind.COMPACT, base=live)
                 if not stalled:
                     log.info("table %s: compaction skipped: %s", self.target.name, e)
                     return
@@ -175,7 +174,7 @@ class TableWriter:
                          self.target.name, e)
                 continue
             except BaseException:
-                self._delete_files(messages, added=True)
+                self._clean_up(messages, identifier, CommitKind.COMPACT, base=live)
                 raise
             self._live = result.live
             return
@@ -189,19 +188,45 @@ class TableWriter:
         messages = filestore.compact(self._store, live.snapshot, full=full, live=live)
         if not messages:
             return None
+        ident = self._next_identifier(identifier)
         try:
-            result = self._committer.publish(messages, identifier=self._next_identifier(identifier),
-                                             kind=CommitKind.COMPACT, base=live)
+            result = self._committer.publish(messages, identifier=ident, kind=CommitKind.COMPACT, base=live)
         except BaseException:
-            self._delete_files(messages, added=True)
+            self._clean_up(messages, ident, CommitKind.COMPACT, base=live)
             raise
         self._live = result.live
         return result.snapshot_id
 
-    def _delete_files(self, messages: list[CommitMessage], *, added: bool) -> None:
-        for m in messages:
-            for f in m.added if added else m.deleted:
-                self._store.io.delete(self._store.data_file_path(m.partition, m.bucket, f.file_name))
+    def _clean_up(self, messages: list[CommitMessage], identifier: int, kind: CommitKind,
+                  base: LiveFiles | None = None) -> None:
+        """After a failed commit: delete the data files it would have added, unless its snapshot was published
+        after all (the error came later, e.g. while updating the LATEST hint). Unsure (the check fails too):
+        keep them; at worst they are orphans for `remove_orphan_files`."""
+        if not any(m.added for m in messages):
+            return
+        try:
+            if self._landed(identifier, kind, base if base is not None else self._live):
+                return
+        except Exception as e:  # noqa: BLE001 - the original error is what the caller must see
+            log.warning("table %s: could not tell whether a failed commit landed, keeping its files: %s",
+                        self.target.name, e)
+            return
+        filestore.delete_added_files(self._store, messages)
+
+    def _landed(self, identifier: int, kind: CommitKind, base: LiveFiles | None) -> bool:
+        """Whether a snapshot of this user, identifier and kind exists after `base`'s snapshot."""
+        snapshots = self._store.snapshots
+        latest = snapshots.latest_id()
+        if latest is None:
+            return False
+        first = base.snapshot_id + 1 if base is not None and base.snapshot_id is not None else 1
+        for sid in range(max(first, snapshots.earliest_id() or 1), latest + 1):
+            s = snapshots.get(sid)
+            overwritten = kind == CommitKind.APPEND and s.commit_kind == CommitKind.OVERWRITE
+            if (s.commit_user, s.commit_identifier) == (self.commit_user, identifier) and (
+                    s.commit_kind == kind or overwritten):
+                return True
+        return False
 
     # -- ending ----------------------------------------------------------------------------------
     def abort(self) -> None:
