@@ -39,6 +39,19 @@ COMMIT_MAX_RETRIES: ConfigOption[int] = ConfigOption(
     "commit.max-retries", "int", "10",
     "How many times a commit retries when other writers published a snapshot first.",
 )
+COMMIT_TIMEOUT: ConfigOption[int] = ConfigOption(
+    "commit.timeout", "duration", None,
+    "Time budget of a commit's retries (with `commit.max-retries` as the count budget; whichever runs out first "
+    "ends them). Default: no time limit.",
+)
+COMMIT_MIN_RETRY_WAIT: ConfigOption[int] = ConfigOption(
+    "commit.min-retry-wait", "duration", "10 ms",
+    "Shortest wait before a commit retries. Waits double per retry up to `commit.max-retry-wait`, each drawn at "
+    "random below that bound (full jitter), so concurrent writers stop colliding.",
+)
+COMMIT_MAX_RETRY_WAIT: ConfigOption[int] = ConfigOption(
+    "commit.max-retry-wait", "duration", "10 s", "Longest wait before a commit retries."
+)
 MANIFEST_MERGE_MIN_COUNT: ConfigOption[int] = ConfigOption(
     "manifest.merge-min-count", "int", "30",
     "When a snapshot would reference more manifests than this, they are merged into one of live files only.",
@@ -164,6 +177,7 @@ UPSERT_MATERIALIZE_TTL: ConfigOption[int] = ConfigOption(
 
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
+    COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
@@ -254,6 +268,9 @@ class TableOptions:
             snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),
             compaction_trigger=g(COMPACTION_TRIGGER),
             num_sorted_run_stop_trigger=stop_trigger,
+            commit_timeout_ms=self.get_optional(COMMIT_TIMEOUT),
+            commit_min_retry_wait_ms=g(COMMIT_MIN_RETRY_WAIT),
+            commit_max_retry_wait_ms=g(COMMIT_MAX_RETRY_WAIT),
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),
             compaction_size_ratio=g(COMPACTION_SIZE_RATIO),
             write_only=g(WRITE_ONLY),

@@ -20,6 +20,7 @@ from filestore.live import LiveFiles
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
+from filestore.retry import RetryBudget
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
 from filestore.write import FileStoreWrite, render_partition_column
@@ -43,6 +44,7 @@ __all__ = [
     "KeyCodec",
     "LiveFiles",
     "Overwrite",
+    "RetryBudget",
     "SYSTEM_COLUMNS",
     "SchemaManager",
     "SchemaMismatchError",

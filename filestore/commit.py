@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
 from filestore.errors import CommitConflictError, CommitRetriesExhaustedError, SequenceConflictError
 from filestore.live import LiveFiles
+from filestore.retry import RetryBudget
 from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ class FileStoreCommit:
         written on; used as is while that snapshot is still the latest (no manifest is read then)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
-        for attempt in range(self.store.options.commit_max_retries + 1):
+        budget = RetryBudget(self.store.options)
+        while True:
             if self._may_have_committed and kind != CommitKind.COMPACT:
                 done = self.find_committed(identifier)
                 if done is not None:
@@ -125,11 +127,11 @@ class FileStoreCommit:
             log.info("table %s: snapshot %s taken by another writer, retrying", self.store.table_name, snapshot.id)
             for name in written:
                 self.store.io.delete(self.store.paths.manifest_file(name))
-            time.sleep(min(0.001 * 2**attempt, 0.5))
-        raise CommitRetriesExhaustedError(
-            f"table {self.store.table_name!r}: gave up after {self.store.options.commit_max_retries} retries, "
-            "other writers kept committing first"
-        )
+            if not budget.retry():
+                raise CommitRetriesExhaustedError(
+                    f"table {self.store.table_name!r}: gave up after {budget.describe()}, other writers kept "
+                    "committing first (nothing was committed; a retry is safe)"
+                )
 
     def _build(
         self, messages: Sequence[CommitMessage], live: dict[tuple[Partition, int, str], ManifestEntry], overwrite: Overwrite

@@ -22,6 +22,9 @@ class FileStoreOptions:
     compaction_size_ratio: int
     write_only: bool = False
     num_sorted_run_stop_trigger: int | None = None  # None: compaction_trigger + 3
+    commit_timeout_ms: int | None = None  # None: no time budget, only the count
+    commit_min_retry_wait_ms: int = 10
+    commit_max_retry_wait_ms: int = 10_000
 
     @property
     def stop_trigger(self) -> int:

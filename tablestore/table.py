@@ -6,7 +6,6 @@ only here: +I and +U add a row, -U and -D delete it.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -17,7 +16,7 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore import (
-    ExpireResult, InvalidWriteError, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
+    ExpireResult, InvalidWriteError, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
     render_partition_column,
 )
 from tablestore.changes import read_changes
@@ -108,22 +107,23 @@ class Table:
         arrow = to_arrow(data)
         scope = self._overwrite_scope(overwrite, arrow)
         session = self._write_session()
-        for attempt in itertools.count():
+        budget = RetryBudget(self._store.options)
+        while True:
             try:
                 session._write(arrow, overwrite=scope)
                 return session.commit()
             except SequenceConflictError:
-                # another writer committed to the same buckets since this one started: re-plan on its snapshot
+                # another writer committed to the same buckets since this one started: re-plan on its snapshot,
+                # after a random wait (see filestore.RetryBudget) so the writers stop colliding
                 session.abort()
-                if attempt >= self._store.options.commit_max_retries:
+                if not budget.retry():
                     session.release()
                     raise
-                log.info("table %s: concurrent write to the same buckets, retrying", self.name)
+                log.info("table %s: concurrent write to the same buckets, retry %s", self.name, budget.retries)
             except BaseException:
                 session.abort()
                 session.release()  # a broken producer is not reused: the next write starts a fresh one
                 raise
-        raise AssertionError("unreachable")
 
     def _write_target(self) -> WriteTarget:
         h = self._handle
