@@ -12,6 +12,7 @@ from filestore.errors import (
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
+    TableDroppedError,
 )
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
@@ -51,6 +52,7 @@ __all__ = [
     "SequenceConflictError",
     "Snapshot",
     "SnapshotNotFoundError",
+    "TableDroppedError",
     "TablePaths",
     "TableSchema",
     "ValueKind",

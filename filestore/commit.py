@@ -3,7 +3,8 @@
 Protocol (one attempt; the whole attempt repeats when another writer publishes first):
 1. If a snapshot of this (commit user, identifier) exists, return its id: re-committing is a no-op. (Not for a
    COMPACT commit: it is never a retry of a user's commit; it shares the identifier of the commit it follows.)
-2. Read the latest snapshot N and its live files, unless the caller passed them as a value (`base`) for N.
+2. Check the table is still the one this store was loaded from (TableDroppedError otherwise). Read the latest
+   snapshot N and its live files, unless the caller passed them as a value (`base`) for N.
 3. Build the commit as a value (`_Delta`): files added, files deleted (the messages' deletions plus, for an
    overwrite, every live file in its scope), log offsets, kind. No side effects yet.
 4. Validate it against snapshot N in one place: every deleted file must be live in N, else CommitConflictError
@@ -110,6 +111,7 @@ class FileStoreCommit:
                 done = self.find_committed(identifier)
                 if done is not None:
                     return CommitResult(done, None)
+            self.store.check_identity()
             latest_id = self.store.snapshots.latest_id()
             if base is None or base.snapshot_id != latest_id:
                 base = self.store.live_files(None if latest_id is None else self.store.snapshots.get(latest_id))

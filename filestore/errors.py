@@ -64,3 +64,16 @@ class KeyCodecError(FileStoreError):
 
 class InvalidWriteError(FileStoreError):
     """A write is malformed: bad row kinds, rows outside a static overwrite partition, null primary keys..."""
+
+
+class TableDroppedError(FileStoreError):
+    """The table this handle was loaded from was dropped (and maybe created again under the same name, as another
+    table): nothing was written. Load the table again to write to the new one."""
+
+    def __init__(self, table: str, path: str, recreated: bool) -> None:
+        what = "was dropped and created again (another table now)" if recreated else "was dropped"
+        super().__init__(f"table {table!r} at {path} {what} since this handle was loaded: nothing was written; "
+                         "get the table from the catalog again")
+        self.table = table
+        self.path = path
+        self.recreated = recreated

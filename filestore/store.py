@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from filestore.commit import FileStoreCommit
 from filestore.datafile import DataFileWriter
-from filestore.errors import SnapshotNotFoundError
+from filestore.errors import SnapshotNotFoundError, TableDroppedError
 from filestore.fileio import FileIO
 from filestore.live import LiveFiles, read_live_files
 from filestore.manifest import ManifestIO
@@ -37,6 +37,19 @@ class FileStore:
         self.paths = TablePaths(root, options.file_format)
         self.snapshots = SnapshotManager(io, self.paths, table_name)
         self.manifests = ManifestIO(io, self.paths)
+
+    # -- identity ------------------------------------------------------------------------------
+    def check_identity(self) -> None:
+        """TableDroppedError unless the table this store was loaded from is still there (same `schema-<id>`,
+        same uuid). Writers call it before writing any file and at every commit attempt, so a stale handle
+        neither recreates a dropped table's directory nor commits into a table created again under its name."""
+        path = self.paths.schema_file(self.schema.id)
+        try:
+            current = TableSchema.from_json(self.io.read_bytes(path).decode(), path)
+        except FileNotFoundError:
+            raise TableDroppedError(self.table_name, self.paths.root, recreated=False) from None
+        if current.uuid != self.schema.uuid:
+            raise TableDroppedError(self.table_name, self.paths.root, recreated=True)
 
     # -- metadata ------------------------------------------------------------------------------
     def live_files(self, snapshot: Snapshot | None) -> LiveFiles:

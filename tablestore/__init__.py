@@ -24,6 +24,7 @@ from filestore import (
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
+    TableDroppedError,
 )
 from tablestore.catalog import Catalog
 from tablestore.errors import InvalidRowKindError, TableStoreError
@@ -48,6 +49,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "Table",
     "TableAlreadyExistsError",
+    "TableDroppedError",
     "TableNotFoundError",
     "TableStoreError",
 ]

@@ -102,6 +102,7 @@ class TableWriter:
     def _new_file_writer(self) -> filestore.FileStoreWrite:
         """The writer of this commit, on the live files of the latest snapshot (read only when it moved)."""
         if self._file_writer is None:
+            self._store.check_identity()  # before any file is written: a dropped table is not recreated
             self._file_writer = self._store.new_write(self._latest_live())
         return self._file_writer
 
@@ -184,6 +185,7 @@ class TableWriter:
     def compact(self, *, full: bool = False, identifier: int | None = None) -> int | None:
         """Compact every bucket (every run into one when `full`) as this session's user; the COMPACT snapshot's
         id, or None when nothing needed compacting."""
+        self._store.check_identity()
         live = self._latest_live()
         messages = filestore.compact(self._store, live.snapshot, full=full, live=live)
         if not messages:
