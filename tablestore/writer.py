@@ -157,11 +157,10 @@ class TableWriter:
             live = self._latest_live()
             counts = filestore.sorted_run_counts(live, written)
             stalled = {where for where, n in counts.items() if n > o.stop_trigger}
-            messages = filestore.compact(store, live.snapshot, buckets=written, live=live)
-            planned = {(m.partition, m.bucket) for m in messages}
-            if stalled - planned:  # the universal pick leaves them above the stop trigger: force them down
-                messages += filestore.compact(store, live.snapshot, buckets=stalled - planned, live=live,
-                                              trigger=o.stop_trigger)
+            messages = filestore.compact(store, live.snapshot, buckets=written - stalled, live=live)
+            if stalled:  # picked down to the stop trigger (or the compaction trigger, if lower) at least
+                messages += filestore.compact(store, live.snapshot, buckets=stalled, live=live,
+                                              trigger=min(o.compaction_trigger, o.stop_trigger))
             if not messages:
                 return
             try:

@@ -213,3 +213,20 @@ def test_the_writer_takes_values_not_its_table(tmp_path: Path) -> None:
     assert not hasattr(w, "table")
     assert (w.target.name, w.target.store, w.target.log) == ("db.t", t._store, None)
     w.close()
+
+
+def test_one_commit_of_many_runs_is_compacted_down_to_the_stop_trigger(tmp_path: Path) -> None:
+    """A big write flushes many runs into a bucket in one commit: the write waits until it is at the stop
+    trigger again, even when the compaction trigger is higher."""
+    t = new_table(tmp_path, **{"bucket": "1", "write-buffer-size": "2 kb", "num-sorted-run.compaction-trigger": "8",
+                               "num-sorted-run.stop-trigger": "3", "compaction.max-size-amplification-percent":
+                               "100000", "compaction.size-ratio": "0"})
+    with t.log_writer() as w:
+        for i in range(10):  # ten flushes, ten runs
+            w.write(rows(range(i * 200, i * 200 + 200)))
+        w.commit()
+    store = t._store
+    appended = filestore.sorted_run_counts(store.live_files(store.snapshots.get(1)))
+    assert max(appended.values()) > 8  # the APPEND snapshot had them all...
+    assert max_runs(tmp_path) <= 3  # ... the write returned once compaction had brought them down
+    assert t.read().num_rows == 2000
