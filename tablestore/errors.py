@@ -14,7 +14,7 @@ class InvalidRowKindError(TableStoreError, logstore.InvalidRowKindError):
 
     def __init__(self, kind: object, table: str | None = None, *, reason: str | None = None, count: int = 0) -> None:
         if reason is None:
-            reason = f"invalid row kind {kind!r}: expected one of '+I', '-U', '+U', '-D'"
+            reason = f"invalid row kind {kind!r}: expected one of {', '.join(logstore.ROW_KIND_VALUES)}"
         logstore.InvalidRowKindError.__init__(self, reason, table=table,
                                               kinds=kind if isinstance(kind, list) else [kind], count=count)
         self.kind = kind
