@@ -54,12 +54,20 @@ class ArrowChangelogNormalizer:
         """How many keys have a stored row."""
         return len(self._index)
 
-    def _store(self) -> pa.Table:
-        if len(self._chunks) > 32:
-            self._chunks = [pa.concat_tables(self._chunks).combine_chunks()]
-        if not self._chunks:
-            return self.schema.append(pa.field(_FULL, pa.binary())).empty_table()
-        return pa.concat_tables(self._chunks)
+    def _take_stored(self, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """The stored rows at `positions` (in that order), taken chunk by chunk (no copy of the whole store)."""
+        empty = self.schema.append(pa.field(_FULL, pa.binary())).empty_table().select(list(columns))
+        if not len(positions):
+            return empty
+        starts = np.cumsum([0] + [c.num_rows for c in self._chunks[:-1]])
+        chunk_of = np.searchsorted(starts, positions, side="right") - 1
+        by_chunk = np.argsort(chunk_of, kind="stable")
+        parts = [empty]
+        for c in np.unique(chunk_of).tolist():
+            local = positions[chunk_of == c] - starts[c]
+            parts.append(self._chunks[c].select(list(columns)).take(pa.array(local)))
+        taken = pa.concat_tables(parts).combine_chunks()
+        return taken.take(pa.array(np.argsort(by_chunk, kind="stable")))
 
     def process_batch(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """The changes `batch` normalizes to, as a table of its schema (the `_row_kind` column where it was)."""
@@ -94,14 +102,13 @@ class ArrowChangelogNormalizer:
         has_prev = np.where(in_batch, is_add[np.maximum(prev_pos, 0)], stored_pos >= 0)
 
         # 3. what each row emits
-        store = self._store()
         full = self._row_codec.encode_columns(rows.columns)
         from_store = np.flatnonzero(has_prev & ~in_batch)
         from_batch = np.flatnonzero(has_prev & in_batch)
         same = np.zeros(n, dtype=bool)
         for where, previous in ((from_store[is_add[from_store]], None), (from_batch[is_add[from_batch]], full)):
             if len(where):  # the row's key-codec bytes against its previous row's
-                prev_bytes = (store.column(_FULL).take(pa.array(stored_pos[where])) if previous is None
+                prev_bytes = (self._take_stored(stored_pos[where], [_FULL]).column(_FULL) if previous is None
                               else previous.take(pa.array(prev_pos[where])))
                 equal = pc.equal(prev_bytes, full.take(pa.array(where)))
                 same[where] = np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
@@ -113,11 +120,9 @@ class ArrowChangelogNormalizer:
         before_store = before[~in_batch[before]]
         before_batch = before[in_batch[before]]
         after = np.flatnonzero(emit_after)
-        pieces = [
-            store.select(self.schema.names).take(pa.array(stored_pos[before_store])).cast(self.schema),
-            rows.take(pa.array(prev_pos[before_batch])),
-            rows.take(pa.array(after)),
-        ]
+        pieces = [self._take_stored(stored_pos[before_store], self.schema.names).cast(self.schema),
+                  rows.take(pa.array(prev_pos[before_batch])),
+                  rows if len(after) == n else rows.take(pa.array(after))]
         slots = np.concatenate([before_store * 2, before_batch * 2, after * 2 + 1])
         out_kinds = np.concatenate([
             np.where(is_add[before_store], logstore.RowKind.UPDATE_BEFORE.value, logstore.RowKind.DELETE.value),
@@ -125,21 +130,28 @@ class ArrowChangelogNormalizer:
             np.where(has_prev[after], logstore.RowKind.UPDATE_AFTER.value, logstore.RowKind.INSERT.value),
         ]).astype(object)
         perm = np.argsort(slots, kind="stable")
-        out_rows = pa.concat_tables(pieces).combine_chunks().take(pa.array(perm))
+        out_rows = pa.concat_tables(pieces)
+        if len(before):  # else already in input order
+            out_rows = out_rows.combine_chunks().take(pa.array(perm))
         out_kind_array = pa.array(out_kinds[perm], pa.string())
 
         # 5. the state: per key, the batch's last row when it adds, nothing when it retracts
         last = np.ones(n, dtype=bool)
         last[:-1] = codes[order][1:] != codes[order][:-1]
         last_pos = order[last]
-        last_add = last_pos[is_add[last_pos]]
+        last_add = np.sort(last_pos[is_add[last_pos]])  # in input order: the chunk's rows are stored so
         last_retract = last_pos[~is_add[last_pos]]
         index = self._index
         if len(last_retract):
             deque(map(index.pop, map(distinct.__getitem__, codes[last_retract].tolist()), repeat(None)), maxlen=0)
         if len(last_add):
-            chunk = rows.take(pa.array(last_add)).append_column(_FULL, full.take(pa.array(last_add)))
-            self._chunks.append(chunk)
+            if len(last_add) == n:  # every row is its key's last, and adds: store the batch as it is
+                chunk = rows.append_column(_FULL, full)
+            else:
+                chunk = rows.take(pa.array(last_add)).append_column(_FULL, full.take(pa.array(last_add)))
+            self._chunks.append(chunk.combine_chunks())
+            if len(self._chunks) > 32:
+                self._chunks = [pa.concat_tables(self._chunks).combine_chunks()]
             base = self._stored
             index.update(zip(map(distinct.__getitem__, codes[last_add].tolist()),
                              range(base, base + len(last_add))))
@@ -155,6 +167,6 @@ class ArrowChangelogNormalizer:
         """Drop the dead rows of the store (keys overwritten or deleted since they were stored)."""
         keys = list(self._index)
         positions = np.fromiter(self._index.values(), dtype=np.int64, count=len(keys))
-        self._chunks = [self._store().take(pa.array(positions)).combine_chunks()]
+        self._chunks = [self._take_stored(positions, [*self.schema.names, _FULL])]
         self._index = dict(zip(keys, range(len(keys))))
         self._stored = len(keys)
