@@ -27,13 +27,14 @@ from filestore import (
     TableDroppedError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import InvalidRowKindError, TableStoreError
+from tablestore.errors import CompactionError, InvalidRowKindError, TableStoreError
 from tablestore.table import SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
     "CatalogError",
     "CommitConflictError",
+    "CompactionError",
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",

@@ -25,3 +25,14 @@ class InvalidRowKindError(TableStoreError, logstore.InvalidRowKindError):
         kind: object = e.kinds if len(e.kinds) != 1 else e.kinds[0]
         return cls(kind, e.table, reason=e.detail,
                    count=e.count)
+
+
+class CompactionError(TableStoreError):
+    """The compaction a commit runs after publishing failed. The commit itself is in (`snapshot_id`): nothing is
+    lost and the data must not be written again; the files the compaction wrote were deleted."""
+
+    def __init__(self, table: str, snapshot_id: int | None, cause: BaseException) -> None:
+        super().__init__(f"table {table!r}: snapshot {snapshot_id} was committed (nothing is lost, do not write the "
+                         f"data again), but compacting after it failed: {type(cause).__name__}: {cause}")
+        self.table = table
+        self.snapshot_id = snapshot_id

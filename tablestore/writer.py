@@ -18,7 +18,8 @@ function), and the log writer produces them to the Kafka partition of that bucke
    files of step 3, published as a COMPACT snapshot with the same commit identifier. A bucket with more sorted
    runs than `num-sorted-run.stop-trigger` must get back to it: the write waits, re-planning on the latest
    snapshot after a conflict. Below the stop trigger a conflicting compaction is skipped (the data is intact);
-   a later commit compacts. A compaction that fails deletes the files it wrote, then raises.
+   a later commit compacts. A compaction that fails deletes the files it wrote, then raises CompactionError,
+   which says that the commit's snapshot is in (nothing is lost; do not write the data again).
 If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
 and 4 leaves the snapshot and an aborted transaction: `full` scans still see every change exactly once (the
 snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes.
@@ -39,7 +40,7 @@ import filestore
 import logstore
 from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
-from tablestore.errors import TableStoreError
+from tablestore.errors import CompactionError, TableStoreError
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +146,20 @@ class TableWriter:
             log_writer.commit()  # 4.
         self._live = result.live
         if messages and not self._store.options.write_only:
-            self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
+            try:
+                self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
+            except Exception as e:
+                raise CompactionError(self.target.name, result.snapshot_id, e) from e
         return result.snapshot_id
 
     def _compact(self, written: set[tuple[tuple[str, ...], int]], identifier: int) -> None:
         """5. Universal compaction of the buckets just written; buckets above the stop trigger must get back
-        to it (re-planned on the latest snapshot after a conflict), the others are best effort."""
+        to it (re-planned on the latest snapshot after a conflict, waiting as commits do), the others are best
+        effort."""
         store = self._store
         o = store.options
-        for attempt in range(o.commit_max_retries + 1):
+        budget = filestore.RetryBudget(o)
+        while True:
             live = self._latest_live()
             counts = filestore.sorted_run_counts(live, written)
             stalled = {where for where, n in counts.items() if n > o.stop_trigger}
@@ -172,14 +178,16 @@ class TableWriter:
                     return
                 log.info("table %s: compaction of buckets at the stop trigger conflicted, re-planning: %s",
                          self.target.name, e)
-                continue
+                if budget.retry():
+                    continue
+                log.warning("table %s: buckets stay above num-sorted-run.stop-trigger=%s after %s",
+                            self.target.name, o.stop_trigger, budget.describe())
+                return
             except BaseException:
                 self._clean_up(messages, identifier, CommitKind.COMPACT, base=live)
                 raise
             self._live = result.live
             return
-        log.warning("table %s: buckets stay above num-sorted-run.stop-trigger=%s after %s compaction attempts",
-                    self.target.name, o.stop_trigger, o.commit_max_retries + 1)
 
     def compact(self, *, full: bool = False, identifier: int | None = None) -> int | None:
         """Compact every bucket (every run into one when `full`) as this session's user; the COMPACT snapshot's

@@ -56,8 +56,9 @@ def test_a_compaction_failing_in_the_writer_deletes_what_it_wrote(tmp_path: Path
     for i in range(2):
         t.write(rows(range(i * 10, i * 10 + 10)))
     fail_on_compaction_output(monkeypatch, fail_at=2)  # bucket 0 compacted and written, bucket 1 fails
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(tablestore.CompactionError, match=r"snapshot 3 was committed.*disk full") as info:
         t.write(rows(range(20, 30)))
+    assert info.value.snapshot_id == 3 and isinstance(info.value.__cause__, OSError)
     on_disk, live = files_on_disk_and_live(tmp_path)
     assert on_disk == live  # the APPEND snapshot's files stay, the compaction's are gone
     assert t.read().num_rows == 30 and [s.kind for s in t.snapshots()] == ["APPEND"] * 3
