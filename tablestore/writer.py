@@ -145,6 +145,9 @@ class TableWriter:
         if log_writer is not None:
             log_writer.commit()  # 4.
         self._live = result.live
+        if result.live is None:  # an earlier attempt of this identifier is in: these files are nobody's
+            filestore.delete_added_files(self._store, messages)
+            return result.snapshot_id
         if messages and not self._store.options.write_only:
             try:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
