@@ -40,9 +40,10 @@ COMMIT_MAX_RETRIES: ConfigOption[int] = ConfigOption(
     "How many times a commit retries when other writers published a snapshot first.",
 )
 COMMIT_TIMEOUT: ConfigOption[int] = ConfigOption(
-    "commit.timeout", "duration", None,
-    "Time budget of a commit's retries (with `commit.max-retries` as the count budget; whichever runs out first "
-    "ends them). Default: no time limit.",
+    "commit.timeout", "duration", "1 min",
+    "Time budget of a commit's retries: a commit (or a write re-planned after another writer committed to its "
+    "buckets) keeps retrying while either `commit.max-retries` or this time is left, so a writer waits while "
+    "others hold its buckets, then makes progress. `0 ms`: the count alone.",
 )
 COMMIT_MIN_RETRY_WAIT: ConfigOption[int] = ConfigOption(
     "commit.min-retry-wait", "duration", "10 ms",
@@ -268,7 +269,7 @@ class TableOptions:
             snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),
             compaction_trigger=g(COMPACTION_TRIGGER),
             num_sorted_run_stop_trigger=stop_trigger,
-            commit_timeout_ms=self.get_optional(COMMIT_TIMEOUT),
+            commit_timeout_ms=g(COMMIT_TIMEOUT),
             commit_min_retry_wait_ms=g(COMMIT_MIN_RETRY_WAIT),
             commit_max_retry_wait_ms=g(COMMIT_MAX_RETRY_WAIT),
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),

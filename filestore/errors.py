@@ -2,8 +2,20 @@
 from __future__ import annotations
 
 
+def _restore(cls: type, args: tuple, state: dict) -> BaseException:  # type: ignore[type-arg]
+    """Unpickle an error without calling its `__init__` (whose arguments differ from `args`)."""
+    error: BaseException = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class FileStoreError(Exception):
     """Root of every error the file store raises."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Errors cross process boundaries (Spark workers, writer processes) intact, whatever their `__init__`."""
+        return (_restore, (type(self), self.args, self.__dict__))
 
 
 class CommitConflictError(FileStoreError):

@@ -22,7 +22,7 @@ class FileStoreOptions:
     compaction_size_ratio: int
     write_only: bool = False
     num_sorted_run_stop_trigger: int | None = None  # None: compaction_trigger + 3
-    commit_timeout_ms: int | None = None  # None: no time budget, only the count
+    commit_timeout_ms: int = 60_000  # retries go on while this time or the count is left
     commit_min_retry_wait_ms: int = 10
     commit_max_retry_wait_ms: int = 10_000
 

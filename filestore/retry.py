@@ -1,7 +1,10 @@
 """How a commit retries after another writer won: a budget in count (`commit.max-retries`) and in time
-(`commit.timeout`), whichever runs out first, and between attempts a wait growing exponentially from
+(`commit.timeout`), spent when both are (while others hold the table, a writer keeps waiting for its turn for up to
+the time budget, however many times it lost; a fast failure still gets its count of retries), and between attempts a wait growing exponentially from
 `commit.min-retry-wait` to `commit.max-retry-wait`, drawn at random below that bound ("full jitter"), so writers
-that collided once do not collide again in lockstep and each makes progress."""
+that collided once do not collide again in lockstep and each makes progress. The growth starts from the duration
+of the attempt that failed when that is longer than the minimum wait (a write re-planned after a sequence conflict
+takes as long as writing its files: waiting less than that only collides again)."""
 from __future__ import annotations
 
 import random
@@ -27,19 +30,19 @@ class RetryBudget:
     def elapsed_s(self) -> float:
         return self._clock() - self._started
 
-    def next_wait_s(self) -> float:
+    def next_wait_s(self, attempt_s: float = 0.0) -> float:
         o = self.options
         low = o.commit_min_retry_wait_ms
-        cap = max(low, min(o.commit_max_retry_wait_ms, low * 2 ** min(self.retries, 32)))
+        base = max(low, attempt_s * 1000)
+        cap = max(low, min(o.commit_max_retry_wait_ms, base * 2 ** min(self.retries, 32)))
         return self._rng.uniform(low, cap) / 1000
 
-    def retry(self) -> bool:
-        """Wait before the next attempt and return True; False, at once, when the budget is spent."""
+    def retry(self, attempt_s: float = 0.0) -> bool:
+        """Wait before the next attempt and return True; False, at once, when the budget is spent. `attempt_s`:
+        how long the attempt that just failed took."""
         o = self.options
-        if self.retries >= o.commit_max_retries:
-            return False
-        wait = self.next_wait_s()
-        if o.commit_timeout_ms is not None and (self.elapsed_s + wait) * 1000 > o.commit_timeout_ms:
+        wait = self.next_wait_s(attempt_s)
+        if self.retries >= o.commit_max_retries and (self.elapsed_s + wait) * 1000 > o.commit_timeout_ms:
             return False
         self._sleep(wait)
         self.retries += 1
@@ -47,5 +50,6 @@ class RetryBudget:
 
     def describe(self) -> str:
         """What was spent, for the error a caller raises when `retry` said no."""
-        limit = "" if self.options.commit_timeout_ms is None else f" of {self.options.commit_timeout_ms} ms"
-        return f"{self.retries} retries in {self.elapsed_s * 1000:.0f} ms{limit}"
+        o = self.options
+        return (f"{self.retries} retries in {self.elapsed_s * 1000:.0f} ms (budget: {o.commit_max_retries} retries "
+                f"and {o.commit_timeout_ms} ms)")

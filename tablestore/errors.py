@@ -4,8 +4,20 @@ from __future__ import annotations
 import logstore
 
 
+def _restore(cls: type, args: tuple, state: dict) -> BaseException:  # type: ignore[type-arg]
+    """Unpickle an error without calling its `__init__` (whose arguments differ from `args`)."""
+    error: BaseException = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class TableStoreError(Exception):
     """Root of every error raised by ``tablestore`` and its subpackages."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Errors cross process boundaries (Spark workers, writer processes) intact, whatever their `__init__`."""
+        return (_restore, (type(self), self.args, self.__dict__))
 
 
 class InvalidRowKindError(TableStoreError, logstore.InvalidRowKindError):

@@ -109,6 +109,7 @@ class Table:
         session = self._write_session()
         budget = RetryBudget(self._store.options)
         while True:
+            started = time.monotonic()
             try:
                 session._write(arrow, overwrite=scope)
                 return session.commit()
@@ -116,7 +117,7 @@ class Table:
                 # another writer committed to the same buckets since this one started: re-plan on its snapshot,
                 # after a random wait (see filestore.RetryBudget) so the writers stop colliding
                 session.abort()
-                if not budget.retry():
+                if not budget.retry(time.monotonic() - started):
                     session.release()
                     raise
                 log.info("table %s: concurrent write to the same buckets, retry %s", self.name, budget.retries)

@@ -89,3 +89,4 @@ def test_the_root_check_sees_a_submodule_import(tmp_path: Path) -> None:
     bad.write_text("from filestore.commit import FileStoreCommit\nimport logstore.writer\nfrom catalog import X\n")
     assert _cross_package_imports(bad, "tablestore") == [
         (1, "filestore.commit", ["FileStoreCommit"]), (2, "logstore.writer", []), (3, "catalog", ["X"])]
+

@@ -253,7 +253,7 @@ def test_commit_gives_up_after_max_retries_without_publishing(tmp_path: Path) ->
             other.write(data([next(counter)], p="b"))
 
     io = FaultyFileIO.wrapping(handle.store.io, FaultPlan(before_call=always_first))
-    store = with_io(handle, io, commit_max_retries=2)
+    store = with_io(handle, io, commit_max_retries=2, commit_timeout_ms=0)  # the count alone
     with pytest.raises(CommitRetriesExhaustedError, match="db.t"):
         store.new_commit("loser").commit(prepare(store, data(range(50, 52))), identifier=1)
     got = [r["id"] for r in rows(tmp_path)]

@@ -14,7 +14,7 @@ import tablestore
 from filestore import FileStoreOptions, RetryBudget
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("writer", pa.int64()), ("n", pa.int64())])
-COMMITS = 12
+COMMITS = 20
 
 
 def _writer(warehouse: str, writer: int) -> int:
@@ -32,7 +32,7 @@ def test_concurrent_writers_all_commit_everything(tmp_path: Path, writers: int) 
     cat = tablestore.Catalog(wh)
     cat.create_database("db")
     cat.create_table("db.t", schema=SCHEMA, primary_key=["id"],
-                     options={"bucket": "4", "num-sorted-run.compaction-trigger": "3"})
+                     options={"bucket": "4", "num-sorted-run.compaction-trigger": "3", "commit.max-retries": "5"})
     with ProcessPoolExecutor(writers, mp_context=multiprocessing.get_context("spawn")) as pool:
         done = sorted(pool.map(_writer, [wh] * writers, range(1, writers + 1)))
     assert done == list(range(1, writers + 1))  # no writer gave up
@@ -45,8 +45,8 @@ def test_concurrent_writers_all_commit_everything(tmp_path: Path, writers: int) 
     assert len(appends) == writers * COMMITS
 
 
-def _options(**overrides: int | None) -> FileStoreOptions:
-    base = dict(bucket=1, file_format="parquet", file_compression="zstd", write_buffer_size=1 << 20,
+def _options(**overrides: int) -> FileStoreOptions:
+    base: dict[str, object] = dict(bucket=1, file_format="parquet", file_compression="zstd", write_buffer_size=1 << 20,
                 target_file_size=1 << 20, commit_max_retries=10, manifest_merge_min_count=30,
                 snapshot_num_retained_min=1, snapshot_num_retained_max=10, snapshot_time_retained_ms=1000,
                 compaction_trigger=5, compaction_max_size_amplification_percent=200, compaction_size_ratio=1)
@@ -66,7 +66,8 @@ class FakeClock:
 
 def test_waits_back_off_exponentially_with_jitter_up_to_the_maximum() -> None:
     clock = FakeClock()
-    budget = RetryBudget(_options(commit_max_retries=12, commit_min_retry_wait_ms=10, commit_max_retry_wait_ms=1000),
+    budget = RetryBudget(_options(commit_max_retries=12, commit_timeout_ms=0, commit_min_retry_wait_ms=10,
+                                  commit_max_retry_wait_ms=1000),
                          rng=random.Random(1), clock=lambda: clock.now, sleep=clock.sleep)
     while budget.retry():
         pass
@@ -77,12 +78,24 @@ def test_waits_back_off_exponentially_with_jitter_up_to_the_maximum() -> None:
     assert max(clock.waits[6:]) > 0.2  # and growing
 
 
-def test_the_time_budget_ends_retries_before_the_count_does() -> None:
+def test_a_writer_keeps_waiting_for_its_turn_until_the_time_budget_is_spent() -> None:
+    """The count alone is the wrong budget while other writers hold the buckets: retries go on, spaced out,
+    until both the count and the time are spent."""
     clock = FakeClock()
-    budget = RetryBudget(_options(commit_max_retries=1000, commit_timeout_ms=500, commit_min_retry_wait_ms=10,
-                                  commit_max_retry_wait_ms=100), rng=random.Random(2), clock=lambda: clock.now,
+    budget = RetryBudget(_options(commit_max_retries=3, commit_timeout_ms=5000, commit_min_retry_wait_ms=10,
+                                  commit_max_retry_wait_ms=500), rng=random.Random(2), clock=lambda: clock.now,
                          sleep=clock.sleep)
+    while budget.retry(attempt_s=0.2):
+        pass
+    assert budget.retries > 3 and 4.0 < clock.now <= 5.0
+    assert "budget: 3 retries and 5000 ms" in budget.describe()
+    assert min(clock.waits) >= 0.010 and max(clock.waits) <= 0.5
+
+
+def test_a_zero_time_budget_leaves_the_count() -> None:
+    clock = FakeClock()
+    budget = RetryBudget(_options(commit_max_retries=4, commit_timeout_ms=0), rng=random.Random(3),
+                         clock=lambda: clock.now, sleep=clock.sleep)
     while budget.retry():
         pass
-    assert 0 < budget.retries < 1000 and clock.now <= 0.5
-    assert "ms of 500 ms" in budget.describe()
+    assert budget.retries == 4
