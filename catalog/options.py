@@ -37,7 +37,8 @@ TARGET_FILE_SIZE: ConfigOption[int] = ConfigOption(
 )
 COMMIT_MAX_RETRIES: ConfigOption[int] = ConfigOption(
     "commit.max-retries", "int", "10",
-    "How many times a commit retries when other writers published a snapshot first.",
+    "How many times a commit retries when other writers published a snapshot first (at least: retries go on while "
+    "`commit.timeout` is left).",
 )
 COMMIT_TIMEOUT: ConfigOption[int] = ConfigOption(
     "commit.timeout", "duration", "1 min",
