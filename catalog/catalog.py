@@ -195,11 +195,13 @@ class Catalog:
             )
         for c in primary_key:
             try:
+                if pa.types.is_float16(schema.field(c).type):  # Arrow has no sort or compare kernels for it
+                    raise KeyCodecError("float16 cannot be compared")
                 KeyCodec([schema.field(c).type])
             except KeyCodecError:
                 raise InvalidTableError(
                     f"table {identifier!r}: primary-key column {c!r} has type {schema.field(c).type}, which has no "
-                    f"order and cannot be a key (list, struct, map, dictionary and null types cannot); use a "
+                    f"order and cannot be a key (list, struct, map, dictionary, null and float16 types cannot); use a "
                     f"string, binary, number, decimal, boolean, date or time column"
                 ) from None
         for c in partition_by:

@@ -47,6 +47,8 @@ def _first_of_each_key(sorted_table: pa.Table, key_columns: Sequence[str]) -> np
     for name in key_columns:
         col = sorted_table.column(name)
         differs = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+        if pa.types.is_floating(col.type):  # NaN is one key, equal to itself (keys are normalized: filestore.coerce)
+            differs = pc.and_(differs, pc.invert(pc.and_(pc.is_nan(col.slice(1)), pc.is_nan(col.slice(0, n - 1)))))
         # nulls only occur in whole-row keys: null vs null is the same key, null vs value a different one
         null_change = pc.not_equal(pc.is_null(col.slice(1)), pc.is_null(col.slice(0, n - 1)))
         first[1:] |= pc.or_kleene(pc.fill_null(differs, False), null_change).to_numpy(zero_copy_only=False)

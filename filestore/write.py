@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.bucket import bucket_of
+from filestore.coerce import conform_table, normalize_keys
 from filestore.errors import InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
@@ -59,10 +60,7 @@ class FileStoreWrite:
             raise SchemaMismatchError(
                 f"table {self.store.table_name!r}: input has columns {extra} not in the table ({target.names})"
             )
-        try:
-            conformed = data.select(target.names).cast(target)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as e:
-            raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
+        conformed = normalize_keys(conform_table(self.store.table_name, data, target), self.schema.key_columns)
         check_partition_names(self.store.table_name, self.schema.partition_keys, conformed)
         return conformed
 
