@@ -43,11 +43,13 @@ class SnapshotNotFoundError(FileStoreError):
 
 
 class CorruptFileError(FileStoreError):
-    """A metadata or data file could not be parsed; names the file."""
+    """A metadata or data file is missing, unreadable or could not be parsed; names the file (and the table)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"corrupt file {path}: {reason}")
+    def __init__(self, path: str, reason: str, table: str | None = None) -> None:
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}corrupt file {path}: {reason}")
         self.path = path
+        self.table = table
 
 
 class SchemaMismatchError(FileStoreError):

@@ -35,7 +35,7 @@ class FileStore:
         self.table_name = table_name
         self.paths = TablePaths(root, options.file_format)
         self.snapshots = SnapshotManager(io, self.paths, table_name)
-        self.manifests = ManifestIO(io, self.paths)
+        self.manifests = ManifestIO(io, self.paths, table_name)
 
     # -- metadata ------------------------------------------------------------------------------
     def live_entries(self, snapshot: Snapshot | None) -> dict[tuple[Partition, int, str], ManifestEntry]:
