@@ -25,6 +25,7 @@ from filestore.write import render_partition_column
 from logstore.writer import LogWriter
 from tablestore.convert import Data, to_arrow
 from tablestore.changes import read_changes
+from tablestore.describe import file_detail, iso_time, partition_spec
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter
 
@@ -279,13 +280,18 @@ class Table:
             for e in sorted(self._store.live_entries(snapshot).values(), key=lambda e: e.identifier)
         ]
 
-    def describe(self) -> dict[str, object]:
-        """What DESCRIBE shows: schema, keys, options, and the latest snapshot's shape."""
+    def describe(self, *, partition: Mapping[str, Any] | None = None) -> dict[str, object]:
+        """DESCRIBE DETAIL (FLIP-188): name, path, file format, bucket, keys, options, log, the latest snapshot,
+        number and size of files, last modified (the latest snapshot's time); and per partition (only those
+        `partition` = {column: value} selects, when given) files, sorted runs per bucket, whether every bucket is
+        one run (compacted), and when its newest file was written."""
         latest = self._store.snapshots.latest()
-        files = self.files() if latest else []
+        spec = partition_spec(self.name, self.schema, self.partition_by, partition) if partition else None
+        entries = sorted(self._store.live_entries(latest).values(), key=lambda e: e.identifier)
         return {
             "name": self.name,
             "path": self.path,
+            "file_format": self._store.options.file_format,
             "columns": [
                 {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema
             ],
@@ -296,12 +302,8 @@ class Table:
             "log": self._describe_log(),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),
-            "file_count": len(files),
-            "files_per_level": {
-                str(level): sum(1 for f in files if f["level"] == level)
-                for level in sorted({int(f["level"]) for f in files})  # type: ignore[call-overload]
-            },
-            "total_file_size": sum(int(f["file_size"]) for f in files),  # type: ignore[call-overload]
+            "last_modified": iso_time(latest.time_millis if latest else None),
+            **file_detail(entries, self.schema, self.partition_by, spec),
         }
 
     def _describe_log(self) -> dict[str, str]:
