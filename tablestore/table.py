@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +25,7 @@ from filestore.write import render_partition_column
 from logstore.writer import LogWriter
 from tablestore.convert import Data, to_arrow
 from tablestore.changes import read_changes
-from tablestore.describe import file_detail, iso_time, partition_spec
+from tablestore.describe import file_detail, iso_time, matches, partition_spec
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter
 
@@ -165,10 +165,18 @@ class Table:
             except CommitConflictError as e:  # a concurrent overwrite won; the data is intact, compact later
                 log.info("table %s: compaction skipped: %s", self.name, e)
 
-    def compact(self, full: bool = False) -> int | None:
+    def compact(
+        self, full: bool = False, *, partitions: Sequence[Mapping[str, Any]] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int | None:
         """Run universal compaction on every bucket (every run merged into one when `full`); the id of the
-        COMPACT snapshot, or None when nothing needed compacting."""
-        messages = _compact(self._store, self._store.snapshots.latest(), full=full)
+        COMPACT snapshot, or None when nothing needed compacting. `partitions`: only the partitions matching one of
+        these {column: value} specs. `progress(done, total)`: bytes of input files rewritten so far."""
+        specs = [partition_spec(self.name, self.schema, self.partition_by, p) for p in partitions or ()]
+        selected = None if partitions is None else (
+            lambda partition: any(matches(partition, self.partition_by, spec) for spec in specs))
+        messages = _compact(self._store, self._store.snapshots.latest(), full=full, partitions=selected,
+                            progress=progress)
         if not messages:
             return None
         sid = self._store.new_commit(self._commit_user, new_user=not self._committed).commit(
