@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import fastavro
 import pyarrow as pa
@@ -37,7 +37,8 @@ def manifest_list(t: tablestore.Table) -> Path:
 
 def manifest(t: tablestore.Table) -> Path:
     with open(manifest_list(t), "rb") as f:
-        return Path(t.path) / "manifest" / next(iter(fastavro.reader(f)))["_FILE_NAME"]  # type: ignore[index]
+        first: Any = next(iter(fastavro.reader(f)))
+    return Path(t.path) / "manifest" / first["_FILE_NAME"]
 
 
 def flip_deflate_bytes(path: Path) -> None:
@@ -48,11 +49,27 @@ def flip_deflate_bytes(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def delete(path: Path) -> Path:
+    path.unlink()
+    return path
+
+
+def flipped(path: Path) -> Path:
+    flip_deflate_bytes(path)
+    return path
+
+
+def directory(path: Path) -> Path:
+    path.unlink()
+    path.mkdir()
+    return path
+
+
 DAMAGES: dict[str, Callable[[tablestore.Table], Path]] = {
-    "deleted manifest": lambda t: (p := manifest(t), p.unlink())[0],
-    "deleted manifest list": lambda t: (p := manifest_list(t), p.unlink())[0],
-    "flipped deflate bytes": lambda t: (p := manifest(t), flip_deflate_bytes(p))[0],
-    "manifest is a directory": lambda t: (p := manifest(t), p.unlink(), p.mkdir())[0],
+    "deleted manifest": lambda t: delete(manifest(t)),
+    "deleted manifest list": lambda t: delete(manifest_list(t)),
+    "flipped deflate bytes": lambda t: flipped(manifest(t)),
+    "manifest is a directory": lambda t: directory(manifest(t)),
 }
 
 

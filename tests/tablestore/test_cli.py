@@ -105,10 +105,10 @@ def test_describe_shows_the_describe_detail_fields_and_each_partition(
 def test_describe_partition_of_the_library(warehouse: str) -> None:
     t = tablestore.Catalog(warehouse).get_table("db.t")
     t.compact(full=True, partitions=[{"dt": "a"}])
-    detail = t.describe(partition={"dt": "a"})
-    assert [p["partition"] for p in detail["partitions"]] == [{"dt": "a"}]  # type: ignore[union-attr]
-    assert detail["partitions"][0]["compacted"] is True  # type: ignore[index]
-    assert t.describe(partition={"dt": "b"})["partitions"][0]["compacted"] is False  # type: ignore[index]
+    a: Any = t.describe(partition={"dt": "a"})["partitions"]
+    b: Any = t.describe(partition={"dt": "b"})["partitions"]
+    assert [p["partition"] for p in a] == [{"dt": "a"}] and a[0]["compacted"] is True
+    assert [p["partition"] for p in b] == [{"dt": "b"}] and b[0]["compacted"] is False
 
 
 # -- item 14: compact -----------------------------------------------------------------------------------------------
@@ -120,7 +120,8 @@ def test_compact_reports_what_it_did_for_the_partitions_asked(warehouse: str,
     assert re.search(r"files +3 -> 1\n", out) and re.search(r"bytes +\d+ -> \d+\n", out)
     assert "sorted runs per bucket max 3 -> 1 (1 of 1 buckets in one run)" in out
     t = tablestore.Catalog(warehouse).get_table("db.t")
-    compacted = {p["partition"]["dt"]: p["compacted"] for p in t.describe()["partitions"]}  # type: ignore[attr-defined]
+    partitions: Any = t.describe()["partitions"]
+    compacted = {p["partition"]["dt"]: p["compacted"] for p in partitions}
     assert compacted == {"a": False, "b": True}
     code, out, _ = run(capsys, "compact", "db.t", "--full", "--partition", "dt=b", "--warehouse", warehouse,
                        "--output", "json")

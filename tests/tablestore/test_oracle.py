@@ -104,7 +104,7 @@ class Oracle:
                 # a retraction of a row that is not there does nothing
                 self.counts[(i, p, v)] = max(0, self.counts[(i, p, v)] + (1 if kind in ("+I", "+U") else -1))
 
-    def truncate(self, partitions: set[str] | None) -> None:
+    def truncate(self, partitions: set[str | None] | None) -> None:
         """Remove everything (None) or everything in `partitions`."""
         self.rows = {k: r for k, r in self.rows.items() if partitions is not None and r[1] not in partitions}
         self.counts = Counter({r: n for r, n in self.counts.items() if partitions is not None and r[1] not in partitions})
