@@ -20,9 +20,9 @@ class CommitConflictError(FileStoreError):
 
 
 class SequenceConflictError(CommitConflictError):
-    """Another writer committed to the same primary-key bucket since this writer started: its sequence numbers
-    would tie with ours and one update would be lost. Re-plan the write on the latest snapshot (Table.write
-    does so itself)."""
+    """Another writer committed to the same bucket since this writer started: its sequence numbers would tie with
+    ours and one update would be lost (or counts apply in no defined order). Re-plan the write on the latest
+    snapshot (Table.write does so itself)."""
 
     def __init__(self, table: str, buckets: list[str]) -> None:
         FileStoreError.__init__(

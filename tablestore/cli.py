@@ -275,6 +275,7 @@ _ERROR_CODES: tuple[tuple[tuple[type[BaseException], ...], int], ...] = (
     ((ConflictError,), EXIT_CONFLICT),
     ((LogStoreError,), EXIT_LOG),
     ((TableStoreError, CatalogError, FileStoreError), EXIT_TABLE),
+    ((OSError,), EXIT_TABLE),  # the warehouse itself: permissions, a full disk, an unreachable object store
 )
 
 
