@@ -71,6 +71,8 @@ def merge_primary_key(records: pa.Table, key_columns: Sequence[str], *, final: b
 def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) -> pa.Table:
     if records.num_rows == 0:
         return records
+    if pc.min(records.column(COUNT)).as_py() >= 0:  # nothing retracts: the counts simply add up (hash, no sort)
+        return _sum_counts(records, row_columns)
     order = pc.sort_indices(records, sort_keys=[(c, "ascending") for c in row_columns] + [(SEQ, "ascending")])
     ordered = records.take(order)
     rows, seq, count = fold_counts(ordered.column(SEQ).to_numpy(), ordered.column(COUNT).to_numpy(),
@@ -80,6 +82,23 @@ def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) 
         i = out.schema.get_field_index(name)
         out = out.set_column(i, out.schema.field(i), pa.array(values, out.schema.field(i).type))
     return out
+
+
+def _sum_counts(records: pa.Table, row_columns: Sequence[str]) -> pa.Table:
+    grouped = records.group_by(list(row_columns), use_threads=False).aggregate([(COUNT, "sum"), (SEQ, "max")])
+    out = pa.table(
+        {
+            **{c: grouped.column(c) for c in row_columns},
+            SEQ: grouped.column(f"{SEQ}_max"),
+            KIND: pa.array(np.full(grouped.num_rows, int(ValueKind.ADD), dtype=np.int8)),
+            COUNT: grouped.column(f"{COUNT}_sum"),
+        }
+    )
+    out = out.select([n for n in records.schema.names if n in out.schema.names]).cast(
+        pa.schema([records.schema.field(n) for n in records.schema.names if n in out.schema.names])
+    )
+    out = out.filter(pc.not_equal(out.column(COUNT), 0))
+    return out.take(pc.sort_indices(out, sort_keys=[(c, "ascending") for c in row_columns]))
 
 
 def expand_counts(merged: pa.Table) -> pa.Table:
