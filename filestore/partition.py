@@ -4,8 +4,9 @@ A partition value is *rendered* to a string: Arrow's cast to string, a null as `
 value can take the null's name, a string value made of `__DEFAULT_PARTITION__` followed by zero or more `%` gets
 one more `%` (the string "__DEFAULT_PARTITION__" renders as "__DEFAULT_PARTITION__%", whose directory is
 `k=__DEFAULT_PARTITION__%25`). Rendering is then one-to-one and `partition_value` inverts it. Every other value
-renders as before this rule existed, so tables written earlier read the same, except a string partition that was
-written as the literal "__DEFAULT_PARTITION__": it was stored as the null partition and still reads as null.
+renders as before this rule existed, so tables written earlier read the same, except rows whose partition value
+was the literal "__DEFAULT_PARTITION__": they were stored in the null partition, which pruning and overwrites still
+take them for (docs/design.md).
 Non-string partition types (integers, dates, booleans) never render as the null's name.
 
 A rendered value becomes the directory name `<key>=<escaped value>` (filestore.paths): one such name must fit the
