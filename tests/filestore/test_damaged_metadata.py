@@ -112,3 +112,19 @@ def test_latest_replaced_by_a_directory_is_only_a_damaged_hint(tmp_path: Path,
     assert "LATEST" in caplog.text
     shutil.rmtree(hint)
     assert t.latest_snapshot_id() == 3
+
+
+@pytest.mark.parametrize("damage", ["directory", "binary"])
+def test_a_damaged_schema_file_is_corrupt(tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    t = new_table(tmp_path)
+    path = Path(t.path) / "schema" / "schema-0"
+    path.unlink()
+    if damage == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(CorruptFileError, match="schema-0"):
+        tablestore.Catalog(str(tmp_path)).get_table("db.t")
+    assert main(["describe", "db.t", "--warehouse", str(tmp_path), "--output", "json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert out["type"] == "CorruptFileError" and "schema-0" in out["error"]
