@@ -110,6 +110,7 @@ def test_latest_replaced_by_a_directory_is_only_a_damaged_hint(tmp_path: Path,
     assert t.write(pa.table({"id": [4], "v": ["d"]}, schema=SCHEMA)) == 3  # the snapshot is published anyway
     assert sorted(t.read().column("id").to_pylist()) == [1, 2, 3, 4]
     assert "LATEST" in caplog.text
+    assert sorted(p.name for p in hint.parent.iterdir() if p.name.endswith(".tmp")) == []
     shutil.rmtree(hint)
     assert t.latest_snapshot_id() == 3
 
