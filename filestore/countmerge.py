@@ -3,8 +3,8 @@ a count), merged so that a retraction of a row that is not there does nothing.
 
 Semantics. A row's count starts at 0; each record, applied in sequence-number order, moves it to
 `max(0, count + delta)` (a +I/+U record has delta +1, a -U/-D record -1). So `-D` of a missing row is ignored: it
-does not hide a later `+I` of the same row, as a retraction in Flink's count semantics must not make a row's
-multiplicity negative. A record read back with count n is n rows.
+does not hide a later `+I` of the same row, and a multiplicity is never negative. A record read back with count n
+is n rows.
 
 Why merges stay exact (associativity). The effect of a record is the function g_d(c) = max(0, c + d). The effect of
 a run of records d_1..d_n is f(c) = max(m, c + S), with S = d_1 + ... + d_n, m = S - min(P_1..P_n) >= 0 and
