@@ -3,12 +3,14 @@
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import compact, delete_added_files, sorted_run_counts
+from filestore.compact_pick import sorted_runs
 from filestore.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     CorruptFileError,
     FileStoreError,
     InvalidWriteError,
+    KeyCodecError,
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
@@ -18,13 +20,14 @@ from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
 from filestore.keycodec import KeyCodec
 from filestore.live import LiveFiles
-from filestore.meta import CommitKind, CommitMessage, DataFileMeta, Snapshot, ValueKind
+from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.retry import RetryBudget
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
-from filestore.write import FileStoreWrite, render_partition_column
+from filestore.partition import partition_value, render_partition_column
+from filestore.write import FileStoreWrite
 
 __all__ = [
     "CommitConflictError",
@@ -43,8 +46,11 @@ __all__ = [
     "FileStoreWrite",
     "InvalidWriteError",
     "KeyCodec",
+    "KeyCodecError",
     "LiveFiles",
+    "ManifestEntry",
     "Overwrite",
+    "Partition",
     "RetryBudget",
     "SYSTEM_COLUMNS",
     "SchemaManager",
@@ -59,7 +65,9 @@ __all__ = [
     "compact",
     "delete_added_files",
     "expire_snapshots",
+    "partition_value",
     "remove_orphan_files",
     "render_partition_column",
     "sorted_run_counts",
+    "sorted_runs",
 ]

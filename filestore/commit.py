@@ -167,12 +167,13 @@ class FileStoreCommit:
     def _validate(
         self, delta: _Delta, live: dict[tuple[Partition, int, str], ManifestEntry], kind: CommitKind
     ) -> None:
-        """4. Every deleted file is live; appended primary-key files sort after every remaining live file of their
-        bucket (else another writer's sequence numbers tie with ours and one update would be lost)."""
+        """4. Every deleted file is live; appended files sort after every remaining live file of their bucket
+        (else another writer's sequence numbers tie with ours: one update would be lost, or, without a primary
+        key, counts would apply in no defined order; see filestore.countmerge)."""
         gone = [e.file.file_name for e in delta.entries if e.kind == FileKind.DELETE and e.identifier not in live]
         if gone:
             raise CommitConflictError(self.store.table_name, gone)
-        if kind == CommitKind.COMPACT or not self.store.schema.has_primary_key:
+        if kind == CommitKind.COMPACT:
             return
         deleted = {e.identifier for e in delta.entries if e.kind == FileKind.DELETE}
         max_live: dict[tuple[Partition, int], int] = {}

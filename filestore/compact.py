@@ -5,12 +5,11 @@ data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from typing import TYPE_CHECKING, Collection, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from filestore import compact_pick
 from filestore.live import LiveFiles
-from filestore.meta import CommitMessage, DataFileMeta, Partition, Snapshot
+from filestore.meta import CommitMessage, Partition, Snapshot
 from filestore.merge import merge
 from filestore.scan import Split
 
@@ -33,13 +32,15 @@ def sorted_run_counts(live: LiveFiles, buckets: Collection[tuple[Partition, int]
 def plan_compaction(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
     buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
-    trigger: int | None = None,
+    trigger: int | None = None, partitions: Callable[[Partition], bool] | None = None,
 ) -> list[tuple[Partition, int, compact_pick.CompactUnit]]:
-    """`live`: the live files of `snapshot` when the caller has them (else they are read). `trigger`: the run
-    count to pick down to instead of `num-sorted-run.compaction-trigger` (a writer at its stop trigger)."""
+    """What to compact per bucket (of `buckets` / of the partitions `partitions` accepts, when given). `live`: the
+    live files of `snapshot` when the caller has them (else they are read). `trigger`: the run count to pick down
+    to instead of `num-sorted-run.compaction-trigger` (a writer at its stop trigger)."""
     if live is None:
         live = store.live_files(snapshot)
-    grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list, live.files_by_bucket(buckets))
+    grouped = {where: files for where, files in live.files_by_bucket(buckets).items()
+               if partitions is None or partitions(where[0])}
     o, levels = store.options, num_levels(store)
     plans = []
     for (partition, bucket), files in sorted(grouped.items()):
@@ -59,15 +60,25 @@ def plan_compaction(
 def compact(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
     buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
-    trigger: int | None = None,
+    trigger: int | None = None, partitions: Callable[[Partition], bool] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[CommitMessage]:
     """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT. If rewriting a
-    bucket fails, the files already written for the others are deleted before the error propagates."""
+    bucket fails, the files already written for the others are deleted before the error propagates.
+    `progress(done, total)` is called with the bytes of input files rewritten so far, before and after each
+    bucket."""
     messages: list[CommitMessage] = []
-    plans = plan_compaction(store, snapshot, full=full, buckets=buckets, live=live, trigger=trigger)
+    plans = plan_compaction(store, snapshot, full=full, buckets=buckets, live=live, trigger=trigger,
+                            partitions=partitions)
+    total, done = sum(f.file_size for _, _, unit in plans for f in unit.files), 0
+    if progress is not None:
+        progress(0, total)
     try:
         for partition, bucket, unit in plans:
             messages.append(_rewrite(store, snapshot, partition, bucket, unit))
+            done += sum(f.file_size for f in unit.files)
+            if progress is not None:
+                progress(done, total)
     except BaseException:
         delete_added_files(store, messages)
         raise

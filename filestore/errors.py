@@ -32,9 +32,9 @@ class CommitConflictError(FileStoreError):
 
 
 class SequenceConflictError(CommitConflictError):
-    """Another writer committed to the same primary-key bucket since this writer started: its sequence numbers
-    would tie with ours and one update would be lost. Re-plan the write on the latest snapshot (Table.write
-    does so itself)."""
+    """Another writer committed to the same bucket since this writer started: its sequence numbers would tie with
+    ours and one update would be lost (or counts apply in no defined order). Re-plan the write on the latest
+    snapshot (Table.write does so itself)."""
 
     def __init__(self, table: str, buckets: list[str]) -> None:
         FileStoreError.__init__(
@@ -55,11 +55,13 @@ class SnapshotNotFoundError(FileStoreError):
 
 
 class CorruptFileError(FileStoreError):
-    """A metadata or data file could not be parsed; names the file."""
+    """A metadata or data file is missing, unreadable or could not be parsed; names the file (and the table)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"corrupt file {path}: {reason}")
+    def __init__(self, path: str, reason: str, table: str | None = None) -> None:
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}corrupt file {path}: {reason}")
         self.path = path
+        self.table = table
 
 
 class SchemaMismatchError(FileStoreError):

@@ -115,4 +115,8 @@ class SchemaManager:
 
     def get(self, schema_id: int) -> TableSchema:
         path = self.paths.schema_file(schema_id)
-        return TableSchema.from_json(self.io.read_bytes(path).decode(), path)
+        try:
+            text = self.io.read_bytes(path).decode()
+        except (OSError, UnicodeDecodeError) as e:  # missing after listing, a directory in its place, not text
+            raise CorruptFileError(path, f"unreadable table schema: {e}") from None
+        return TableSchema.from_json(text, path)

@@ -36,7 +36,7 @@ class FileStore:
         self.table_name = table_name
         self.paths = TablePaths(root, options.file_format)
         self.snapshots = SnapshotManager(io, self.paths, table_name)
-        self.manifests = ManifestIO(io, self.paths)
+        self.manifests = ManifestIO(io, self.paths, table_name)
 
     # -- identity ------------------------------------------------------------------------------
     def check_identity(self) -> None:

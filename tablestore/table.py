@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +21,7 @@ from filestore import (
 )
 from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
+from tablestore.describe import file_detail, iso_time, matches, partition_spec
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter, WriteTarget
 
@@ -144,10 +145,17 @@ class Table:
         if self._session is not None:
             self._session.release()
 
-    def compact(self, full: bool = False) -> int | None:
+    def compact(
+        self, full: bool = False, *, partitions: Sequence[Mapping[str, Any]] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int | None:
         """Run universal compaction on every bucket (every run merged into one when `full`); the id of the
-        COMPACT snapshot, or None when nothing needed compacting."""
-        return self._write_session().compact(full=full)
+        COMPACT snapshot, or None when nothing needed compacting. `partitions`: only the partitions matching one of
+        these {column: value} specs. `progress(done, total)`: bytes of input files rewritten so far."""
+        specs = [partition_spec(self.name, self.schema, self.partition_by, p) for p in partitions or ()]
+        selected = None if partitions is None else (
+            lambda partition: any(matches(partition, self.partition_by, spec) for spec in specs))
+        return self._write_session().compact(full=full, partitions=selected, progress=progress)
 
     def log_writer(self, *, transactional_id: str | None = None) -> TableWriter:
         """A write session of its own (its own commit user): `write()` rows or changelogs, `commit()` at each
@@ -254,13 +262,18 @@ class Table:
             for e in sorted(self._store.live_entries(snapshot).values(), key=lambda e: e.identifier)
         ]
 
-    def describe(self) -> dict[str, object]:
-        """What DESCRIBE shows: schema, keys, options, and the latest snapshot's shape."""
+    def describe(self, *, partition: Mapping[str, Any] | None = None) -> dict[str, object]:
+        """DESCRIBE DETAIL (FLIP-188): name, path, file format, bucket, keys, options, log, the latest snapshot,
+        number and size of files, last modified (the latest snapshot's time); and per partition (only those
+        `partition` = {column: value} selects, when given) files, sorted runs per bucket, whether every bucket is
+        one run (compacted), and when its newest file was written."""
         latest = self._store.snapshots.latest()
-        files = self.files() if latest else []
+        spec = partition_spec(self.name, self.schema, self.partition_by, partition) if partition else None
+        entries = sorted(self._store.live_entries(latest).values(), key=lambda e: e.identifier)
         return {
             "name": self.name,
             "path": self.path,
+            "file_format": self._store.options.file_format,
             "columns": [
                 {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema
             ],
@@ -271,12 +284,8 @@ class Table:
             "log": self._describe_log(),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),
-            "file_count": len(files),
-            "files_per_level": {
-                str(level): sum(1 for f in files if f["level"] == level)
-                for level in sorted({int(f["level"]) for f in files})  # type: ignore[call-overload]
-            },
-            "total_file_size": sum(int(f["file_size"]) for f in files),  # type: ignore[call-overload]
+            "last_modified": iso_time(latest.time_millis if latest else None),
+            **file_detail(entries, self.schema, self.partition_by, spec),
         }
 
     def _describe_log(self) -> dict[str, str]:

@@ -31,14 +31,14 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 import filestore
 import logstore
-from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite
+from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite, Partition
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, TableStoreError
 
@@ -192,12 +192,17 @@ class TableWriter:
             self._live = result.live
             return
 
-    def compact(self, *, full: bool = False, identifier: int | None = None) -> int | None:
-        """Compact every bucket (every run into one when `full`) as this session's user; the COMPACT snapshot's
-        id, or None when nothing needed compacting."""
+    def compact(
+        self, *, full: bool = False, identifier: int | None = None,
+        partitions: Callable[[Partition], bool] | None = None, progress: Callable[[int, int], None] | None = None,
+    ) -> int | None:
+        """Compact every bucket (every run into one when `full`; only the partitions `partitions` accepts, when
+        given) as this session's user; the COMPACT snapshot's id, or None when nothing needed compacting.
+        `progress(done, total)`: bytes of input files rewritten so far."""
         self._store.check_identity()
         live = self._latest_live()
-        messages = filestore.compact(self._store, live.snapshot, full=full, live=live)
+        messages = filestore.compact(self._store, live.snapshot, full=full, live=live, partitions=partitions,
+                                     progress=progress)
         if not messages:
             return None
         ident = self._next_identifier(identifier)
