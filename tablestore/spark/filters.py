@@ -68,7 +68,7 @@ def _translate(f: Any, schema: pa.Schema) -> tuple[pc.Expression, bool] | None:
         if isinstance(f, D.EqualNullSafe):
             if f.value is None:
                 return field.is_null(), True
-            return pc.fill_null(field == _scalar(f.value, type_), False), exact
+            return pc.Expression._call("coalesce", [field == _scalar(f.value, type_), pc.scalar(False)]), exact
         comparisons = {D.EqualTo: "equal", D.GreaterThan: "greater", D.GreaterThanOrEqual: "greater_equal",
                        D.LessThan: "less", D.LessThanOrEqual: "less_equal"}
         for cls, function in comparisons.items():
