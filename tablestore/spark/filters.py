@@ -69,13 +69,14 @@ def _translate(f: Any, schema: pa.Schema) -> tuple[pc.Expression, bool] | None:
             if f.value is None:
                 return field.is_null(), True
             return pc.Expression._call("coalesce", [field == _scalar(f.value, type_), pc.scalar(False)]), exact
-        comparisons = {D.EqualTo: "equal", D.GreaterThan: "greater", D.GreaterThanOrEqual: "greater_equal",
+        comparisons: dict[type, str] = {D.EqualTo: "equal", D.GreaterThan: "greater", D.GreaterThanOrEqual: "greater_equal",
                        D.LessThan: "less", D.LessThanOrEqual: "less_equal"}
         for cls, function in comparisons.items():
             if isinstance(f, cls):
-                if f.value is None:
+                value = getattr(f, "value")
+                if value is None:
                     return None
-                return pc.Expression._call(function, [field, _scalar(f.value, type_)]), exact
+                return pc.Expression._call(function, [field, _scalar(value, type_)]), exact
         if isinstance(f, D.In):
             values = [v for v in f.value if v is not None]
             if len(values) != len(f.value) or not values:
