@@ -33,7 +33,8 @@ def test_exact_filters_follow_sql_null_semantics_and_leave_the_plan() -> None:
 
 def test_floats_timestamps_and_untranslatable_filters_stay_with_spark() -> None:
     filters = [D.GreaterThan(("v",), 0.5), D.LessThan(("ts",), dt.datetime(2030, 1, 1)),
-               D.Not(D.In(("id",), [1]))  # type: ignore[arg-type]  # Spark passes a list, D.EqualTo(("id",), "not a number"), D.EqualTo(("nested", "x"), 1)]
+               D.Not(D.In(("id",), [1])),  # type: ignore[arg-type]  # Spark passes a list
+               D.EqualTo(("id",), "not a number"), D.EqualTo(("nested", "x"), 1)]
     done = translate(filters, SCHEMA)
     assert done.kept == (0, 1, 2, 3, 4)
     assert done.exact is None
