@@ -63,10 +63,16 @@ def spark_schema(schema: pa.Schema) -> "StructType":
 
 
 def read_schema(schema: "StructType") -> pa.Schema:
-    """The Arrow schema a Python data source must return batches in for the Spark `schema`."""
+    """The Arrow schema a Python data source must return batches in for the Spark `schema`: what the installed
+    PySpark's data-source worker compares them with. PySpark 4.2+ converts with `timezone="UTC"`; 4.1's
+    `to_arrow_schema` has no such argument and makes timestamps UTC by default."""
+    import inspect
+
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema, timezone="UTC")
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
 
 
 def to_spark_batch(table: pa.Table, target: pa.Schema) -> pa.Table:
