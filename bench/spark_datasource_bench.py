@@ -60,7 +60,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tablestore-spark-bench-"))
     wh = work / "wh"
     spark = tablestore.spark.session(str(wh), master="local[2]", **{
-        "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g"})
+        "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g",
+        # the same codec as the managed table's default (file.compression = zstd)
+        "spark.sql.parquet.compression.codec": "zstd"})
     spark.sparkContext.setLogLevel("ERROR")
     cat = tablestore.Catalog(str(wh))
     cat.create_database("db")

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
+WRITE_CHUNK_ROWS = 256 * 1024
+"""Rows a task gathers from Spark's batches before handing them to the file store's writer (in input order)."""
 
 
 class SparkWriteError(TableStoreError):
@@ -113,15 +115,17 @@ class ManagedWriter(DataSourceArrowWriter):
             committed[where] = max(committed.get(where, -1), e.file.max_sequence_number)
         writer = FileStoreWrite(store, _TaskSequences(committed, task * SEQUENCE_STRIDE))
         try:
+            # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
+            pending: list[pa.RecordBatch] = []
+            rows = 0
             for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                data = pa.Table.from_batches([batch])
-                kinds = None
-                if self.has_row_kind:
-                    kinds = value_kinds(self.ref.identifier, data.column(ROW_KIND_COLUMN))
-                    data = data.drop_columns([ROW_KIND_COLUMN])
-                writer.write(data, kinds)
+                if batch.num_rows:
+                    pending.append(batch)
+                    rows += batch.num_rows
+                if rows >= WRITE_CHUNK_ROWS:
+                    self._apply(writer, pending)
+                    pending, rows = [], 0
+            self._apply(writer, pending)
             messages = tuple(writer.prepare_commit())
         except BaseException:
             # files this task already flushed stay unreferenced: `remove_orphan_files` deletes them
@@ -133,6 +137,16 @@ class ManagedWriter(DataSourceArrowWriter):
                 raise SparkWriteError(f"table {self.ref.identifier!r}: task {task} wrote more than "
                                       f"{SEQUENCE_STRIDE} rows into bucket {m.bucket}: use more input partitions")
         return TaskCommit(task, messages)
+
+    def _apply(self, writer: FileStoreWrite, batches: list[pa.RecordBatch]) -> None:
+        if not batches:
+            return
+        data = pa.Table.from_batches(batches)
+        kinds = None
+        if self.has_row_kind:
+            kinds = value_kinds(self.ref.identifier, data.column(ROW_KIND_COLUMN))
+            data = data.drop_columns([ROW_KIND_COLUMN])
+        writer.write(data, kinds)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         store = self.ref.handle().store
