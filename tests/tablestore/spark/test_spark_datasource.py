@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tablestore
+import tablestore.spark
 from tablestore.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
@@ -125,6 +126,18 @@ def test_rows_of_one_key_in_several_input_partitions_take_the_last_partition(spa
     df = spark.sparkContext.parallelize(rows, 2).toDF(spark_schema(SCHEMA))
     df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
     assert table.read().column("name").to_pylist() == ["p1-last"]
+
+
+def test_distribute_by_bucket_gives_one_writer_per_bucket_in_input_order(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=True, buckets=3)
+    rows = [(i % 7, f"r{i}", float(i), "xy"[i % 2]) for i in range(200)]   # every key written many times
+    df = spark.sparkContext.parallelize(rows, 4).toDF(spark_schema(SCHEMA))
+    tablestore.spark.distribute_by_bucket(df, table.name, warehouse=str(tmp_path)) \
+        .write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    files = table.files()
+    assert len(files) == len({(str(f["partition"]), f["bucket"]) for f in files})   # one run per bucket
+    expected = {(r[0], r[3]): r for r in rows}   # input order: the last row of a key wins
+    assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
 
 
 def test_time_travel_by_snapshot_id_and_timestamp(spark: Any, tmp_path: Path) -> None:
