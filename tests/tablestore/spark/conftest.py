@@ -14,6 +14,7 @@ import pyspark
 import pytest
 
 from tablestore.spark import local_session
+from tablestore.spark.sessions import WAREHOUSE_CONF
 from tablestore.spark.delta import DeltaUnsupportedError, delta_conf, spark_minor, DELTA_BUILDS
 
 
@@ -45,8 +46,14 @@ def _delta() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = local_session("tablestore-tests", conf=_delta())
+def spark_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's default warehouse (`tablestore.spark.session(warehouse=...)`)."""
+    return tmp_path_factory.mktemp("spark-warehouse")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_warehouse: Path) -> Iterator[Any]:
+    session = local_session("tablestore-tests", conf={WAREHOUSE_CONF: str(spark_warehouse), **_delta()})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

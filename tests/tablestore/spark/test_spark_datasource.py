@@ -126,6 +126,8 @@ def test_rows_of_one_key_in_several_input_partitions_take_the_last_partition(spa
     df = spark.sparkContext.parallelize(rows, 2).toDF(spark_schema(SCHEMA))
     df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
     assert table.read().column("name").to_pylist() == ["p1-last"]
+    starts = sorted(f["min_sequence_number"] for f in table.files())   # task i numbers from i * 2**32
+    assert starts == [0, 1 << 32]
 
 
 def test_distribute_by_bucket_gives_one_writer_per_bucket_in_input_order(spark: Any, tmp_path: Path) -> None:
@@ -138,6 +140,23 @@ def test_distribute_by_bucket_gives_one_writer_per_bucket_in_input_order(spark: 
     assert len(files) == len({(str(f["partition"]), f["bucket"]) for f in files})   # one run per bucket
     expected = {(r[0], r[3]): r for r in rows}   # input order: the last row of a key wins
     assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
+
+
+def test_the_session_s_warehouse_is_the_default(spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    """`tablestore.spark.session(warehouse=...)` (here through local_session): no warehouse option needed; the
+    option wins over it."""
+    tables = []
+    for warehouse in (spark_warehouse, tmp_path):
+        cat = tablestore.Catalog(str(warehouse))
+        cat.create_database("session_db", ignore_if_exists=True)
+        tables.append(cat.create_table("session_db.t", SCHEMA, primary_key=["id", "part"]))
+    spark.createDataFrame([(1, "a", 0.0, "x")], spark_schema(SCHEMA)).write.format("managed").mode("append") \
+        .save("session_db.t")
+    assert spark.read.format("managed").load("session_db.t").count() == 1 == tables[0].read().num_rows
+    assert tables[1].read().num_rows == 0
+    tables[1].write(pa.Table.from_pylist([{"id": 1, "name": "b", "v": 0.0, "part": "x"}], schema=SCHEMA))
+    assert _load(spark, tmp_path, tables[1]).collect()[0].name == "b"
+    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
 
 
 def test_time_travel_by_snapshot_id_and_timestamp(spark: Any, tmp_path: Path) -> None:
