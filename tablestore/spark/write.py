@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Literal
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -35,6 +35,8 @@ from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_r
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
+
+    from filestore.store import FileStore
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
@@ -162,10 +164,7 @@ class ManagedWriter(DataSourceArrowWriter):
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
 
 
-def _delete(store: object, messages: "list[CommitMessage] | tuple[CommitMessage, ...]") -> None:
-    from filestore.store import FileStore
-
-    assert isinstance(store, FileStore)
+def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
     for m in messages:
         for f in m.added:
             store.io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))

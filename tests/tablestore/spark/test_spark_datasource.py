@@ -159,6 +159,16 @@ def test_the_session_s_warehouse_is_the_default(spark: Any, spark_warehouse: Pat
     assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
 
 
+def test_a_failed_write_job_commits_nothing_and_removes_its_files(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
+    rows = [("+I", 1, "a", 0.0, "x"), ("+I", 2, "b", 0.0, "x"), ("+X", 3, "c", 0.0, "x")]
+    df = spark.sparkContext.parallelize(rows, 3).toDF("_row_kind string, id long, name string, v double, part string")
+    with pytest.raises(Exception, match="invalid row kind '[+]X'"):
+        df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    assert table.snapshots() == []
+    assert not [p for p in Path(table.path).rglob("*.parquet")]   # the finished tasks' files were aborted
+
+
 def test_time_travel_by_snapshot_id_and_timestamp(spark: Any, tmp_path: Path) -> None:
     table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
     first = table.write(pa.Table.from_pylist([{"id": 1, "name": "a", "v": 0.0, "part": "x"}], schema=SCHEMA))
