@@ -70,3 +70,12 @@ def test_read_schema_is_what_pyspark_expects_and_batches_cast_to_it() -> None:
 def test_types_without_a_spark_twin_name_the_column() -> None:
     with pytest.raises(SparkTypeError, match="'span'"):
         spark_schema(pa.schema([("span", pa.duration("s"))]))
+
+
+def test_decimals_and_booleans_are_exact() -> None:
+    schema = pa.schema([("amount", pa.decimal128(9, 2)), ("flag", pa.bool_())])
+    rows = pa.table({"amount": [decimal.Decimal("1.00"), decimal.Decimal("2.50"), None],
+                     "flag": [True, True, None]}, schema=schema)
+    done = translate([D.GreaterThan(("amount",), decimal.Decimal("1.5")), D.EqualTo(("flag",), True)], schema)
+    assert done.kept == () and rows.filter(done.exact).num_rows == 1
+    assert translate([D.EqualTo(("amount",), decimal.Decimal("1.001"))], schema).kept == (0,)   # does not fit
