@@ -13,6 +13,7 @@ from catalog.errors import (
 )
 from catalog.options import (
     ALL_OPTIONS,
+    CHANGE_TRACKING,
     SESSION_PREFIX,
     UPSERT_MATERIALIZE_STRATEGY,
     UPSERT_MATERIALIZE_THRESHOLD_HIGH,
@@ -24,6 +25,7 @@ from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CHANGE_TRACKING",
     "Catalog",
     "CatalogError",
     "CatalogTable",

@@ -94,6 +94,12 @@ WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
 )
 
+CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
+    "change-tracking", "boolean", "true",
+    "Whether writes also go to the table's log (FLIP-188). False: the file store only; log readers do not see "
+    "those rows. Honoured by the Spark `managed` data source, also per write: `.option(\"change-tracking\", ...)`.",
+)
+
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
     "log.system", "enum", None,
     "Log system of the table: `kafka` (a topic per table) or `none` (the file store alone). Default: `kafka` when "
@@ -182,7 +188,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
+    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,

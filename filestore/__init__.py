@@ -1,6 +1,7 @@
 """The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests.
 
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
+from filestore.bucket import bucket_of
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import compact, delete_added_files, sorted_run_counts
 from filestore.compact_pick import sorted_runs
@@ -16,6 +17,7 @@ from filestore.errors import (
     SnapshotNotFoundError,
     TableDroppedError,
 )
+from filestore.datafile import read_data_file
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
 from filestore.keycodec import KeyCodec
@@ -24,6 +26,7 @@ from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntr
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.retry import RetryBudget
+from filestore.scan import Split
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
 from filestore.partition import partition_value, render_partition_column
@@ -58,14 +61,17 @@ __all__ = [
     "SequenceConflictError",
     "Snapshot",
     "SnapshotNotFoundError",
+    "Split",
     "TableDroppedError",
     "TablePaths",
     "TableSchema",
     "ValueKind",
+    "bucket_of",
     "compact",
     "delete_added_files",
     "expire_snapshots",
     "partition_value",
+    "read_data_file",
     "remove_orphan_files",
     "render_partition_column",
     "sorted_run_counts",
