@@ -5,7 +5,12 @@ Invariants:
 2. Publishing is an exclusive create (`FileIO.create_exclusive`): of two writers racing for the same id exactly
    one wins; the other sees False and retries on top of the winner. Never "exists? then write".
 3. `LATEST` and `EARLIEST` are hints: the latest snapshot is found by probing forward from the hint, the
-   earliest by probing forward from its hint (expiration deletes from the front).
+   earliest by probing forward from its hint (expiration deletes from the front). A missing, empty or stale hint
+   is normal (a fresh table, a crash between publishing and rewriting it); a hint that cannot be read or is not a
+   number is damage, a CorruptFileError naming it (reads and commits stop until it is removed).
+4. Rewriting a hint after its snapshot is published is best effort: the commit has happened, so a failure there
+   is logged and the commit reports success. Raising would invite a retry that applies the same rows twice (an
+   append or a count table) and a clean-up that deletes the published snapshot's files.
 """
 from __future__ import annotations
 
@@ -30,14 +35,27 @@ class SnapshotManager:
         self.table_name = table_name
 
     def _hint(self, name: str) -> int | None:
-        """The hint's id, or None when it is missing or damaged (a hint only saves probing: nothing depends on it)."""
+        """The hint's id; None when the hint is missing or empty (a fresh table, a crash before the first hint,
+        a torn rewrite). A hint that cannot be read (e.g. a directory in its place) or does not hold a number is
+        a CorruptFileError naming it and the table: the snapshots are intact, and removing the hint repairs it.
+        A hint that is only stale (behind, or naming an expired snapshot) is probed past."""
+        path = self.paths.hint_file(name)
         try:
-            return int(self.io.read_bytes(self.paths.hint_file(name)).decode().strip())
+            data = self.io.read_bytes(path)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as e:  # e.g. a directory in its place, bytes that are not a number
-            log.warning("table %s: ignoring the damaged hint %s: %s", self.table_name, self.paths.hint_file(name), e)
+        except OSError as e:
+            raise CorruptFileError(path, f"unreadable {name} hint ({e}); the snapshots are intact: remove the "
+                                   "hint and the latest snapshot is found by listing", self.table_name) from None
+        text = data.decode(errors="replace").strip()
+        if not text:
             return None
+        try:
+            return int(text)
+        except ValueError:
+            raise CorruptFileError(path, f"the {name} hint holds {text[:40]!r}, not a snapshot id; the snapshots are "
+                                   "intact: remove the hint and the latest snapshot is found by listing",
+                                   self.table_name) from None
 
     def _listed_ids(self) -> list[int]:
         ids = (snapshot_id_of(s.path.rsplit("/", 1)[-1]) for s in self.io.list_dir(self.paths.snapshot_dir))
@@ -122,7 +140,8 @@ class SnapshotManager:
         return won
 
     def _set_hint(self, name: str, snapshot_id: int) -> None:
-        """Best effort: the snapshot is published already, and a stale or damaged hint is only probed past."""
+        """Best effort (invariant 4): the snapshot is published already. A hint left stale is probed past; one
+        left damaged (e.g. a directory in its place) is reported by the next read, naming it."""
         try:
             self.io.replace_hint(self.paths.hint_file(name), str(snapshot_id).encode())
         except OSError as e:
