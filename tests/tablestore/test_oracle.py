@@ -6,7 +6,8 @@ earlier snapshot reads as the oracle did then.
 Keys that are hard to match take part: with `float_keys` the id is a float64 where 11 is written as -0.0 (the same
 key as 0.0) and 12 as NaN (a key equal to itself); the partition values include the string "__DEFAULT_PARTITION__"
 and, for tables without a primary key, null. Retractions of rows that are not there are kept in the changelogs of
-tables without a primary key: they do nothing (filestore.countmerge), also across compactions.
+tables without a primary key: they do nothing (filestore.countmerge), also across compactions. Stale handles of a
+table dropped and created again, and four concurrent writer processes, are in test_oracle_handles_and_writers.py.
 """
 from __future__ import annotations
 
