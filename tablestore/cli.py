@@ -10,6 +10,7 @@ Exit codes (also in the README):
   2  the table or its data: not found, invalid definition or option, damaged files, bad input
   3  the log store: Kafka unreachable or refusing (and `kafka status` when the broker is down)
   4  a conflict with a concurrent writer: nothing was lost and nothing of this command was committed; retry it
+141  the reader of the output went away (`tablestore describe ... | head`): the output stops there, no message
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tablestore.table import Table
 
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
 EXIT_OK, EXIT_USAGE, EXIT_TABLE, EXIT_LOG, EXIT_CONFLICT = 0, 1, 2, 3, 4
+EXIT_READER_GONE = 141  # as a shell reports a command stopped by SIGPIPE
 
 
 class UsageError(Exception):
@@ -45,11 +47,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+class _ReaderGone(Exception):
+    """Whoever read our standard output went away (`tablestore describe ... | head`)."""
+
+
 def _emit(args: argparse.Namespace, value: Any, text: Callable[[Any], str]) -> None:
-    if args.output == "json":
-        print(json.dumps(value, indent=2, default=str))
-    else:
-        print(text(value))
+    try:
+        print(json.dumps(value, indent=2, default=str) if args.output == "json" else text(value))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        raise _ReaderGone() from None
+
+
+def _reader_gone() -> int:
+    """Stop quietly, as other command-line tools do: no message (there is nobody to read it), exit 141."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the final flush finds no pipe
+    except (OSError, ValueError):
+        pass
+    return EXIT_READER_GONE
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
@@ -213,7 +229,8 @@ EXIT_CODES_HELP = """exit codes:
   1  usage: unknown command or option, bad argument, no warehouse given
   2  the table or its data: not found, invalid definition or option, damaged files, bad input
   3  the log store: Kafka unreachable or refusing (kafka status: the broker is down)
-  4  a conflict with a concurrent writer: nothing was lost, nothing was committed; retrying is safe"""
+  4  a conflict with a concurrent writer: nothing was lost, nothing was committed; retrying is safe
+141  the reader of the output went away (e.g. piped into `head`): the output stops there, with no message"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.warehouse = getattr(args, "warehouse", None)
         args.output = getattr(args, "output", "text")
         return int(args.func(args))
+    except _ReaderGone:
+        return _reader_gone()
     except Exception as e:  # noqa: BLE001 - translated once, here; anything else is a bug and keeps its traceback
         code = _exit_code(e)
         if code is None:

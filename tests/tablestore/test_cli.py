@@ -173,3 +173,20 @@ def test_compact_losing_to_a_concurrent_writer_says_nothing_was_lost(
     monkeypatch.undo()
     assert run(capsys, "compact", "db.t", "--full", "--warehouse", warehouse)[0] == 0
     assert sorted(r["id"] for r in other.read().to_pylist()) == [20, 21, 22, 99]
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_reader_that_goes_away_stops_the_output_quietly(warehouse: str, output: str) -> None:
+    """`tablestore describe db.t | head`: no traceback for a closed pipe, and the documented exit code."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tablestore.cli", "describe", "db.t", "--warehouse", warehouse,
+                               "--output", output], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == "" and proc.returncode == cli.EXIT_READER_GONE == 141
