@@ -98,7 +98,8 @@ class Table:
         self, data: Data, overwrite: bool | Mapping[str, Any] | Literal["dynamic"] = False
     ) -> int | None:
         """Write `data` and commit one snapshot (then compact, see `log_writer`); returns its id, or None when
-        nothing was committed (`data` has no rows and `overwrite` is False).
+        nothing was committed: `data` has no rows, or (on a table without a primary key) its changes cancel out,
+        e.g. +I then -U of one row; and `overwrite` is False.
 
         `overwrite`: False appends; True replaces the whole table; a mapping {partition column: value} replaces that
         static partition (every row must belong to it); "dynamic" replaces only the partitions present in `data`.

@@ -59,3 +59,16 @@ def test_concurrent_appends_to_one_bucket_of_a_count_table_are_ordered(tmp_path:
     t = cat.get_table("db.t")
     t.write(changes(("-D", 1, "a")))
     assert rows(t) == []
+
+
+def test_a_write_whose_changes_cancel_out_commits_nothing(tmp_path: Path) -> None:
+    """+I then -U of one row in one write is no change from any state: nothing to commit, so write() returns None
+    (as for an empty write); a retraction first and an insert after is one more row, and commits."""
+    cat = tablestore.Catalog(str(tmp_path))
+    cat.create_database("db")
+    t = cat.create_table("db.t", schema=SCHEMA)
+    assert t.write(changes(("+I", 1, "a"), ("-U", 1, "a"))) is None
+    assert rows(t) == [] and t.snapshots() == []
+    assert t.write(changes(("-D", 1, "a"), ("+I", 1, "a"))) == 1
+    assert t.write(changes(("+I", 1, "a"), ("-U", 1, "a"))) is None
+    assert rows(t) == [(1, "a")] and len(t.snapshots()) == 1
