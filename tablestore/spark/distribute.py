@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 
-from filestore.bucket import bucket_of
+from filestore import bucket_of
 from tablestore.spark.datasource import table_ref
 
 if TYPE_CHECKING:

@@ -19,8 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from filestore.datafile import read_data_file
-from filestore.scan import Split
+from filestore import Split, read_data_file
 from tablestore.spark.datasource import TableRef, int_option, table_ref
 from tablestore.spark.filters import translate
 from tablestore.spark.types import read_schema, to_spark_batch
@@ -28,7 +27,7 @@ from tablestore.spark.types import read_schema, to_spark_batch
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from filestore.store import FileStore
+    from filestore import FileStore
 
 
 @dataclass(frozen=True)

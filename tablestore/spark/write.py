@@ -26,17 +26,16 @@ from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from filestore.meta import CommitMessage, Partition
-from filestore.write import FileStoreWrite
-from logstore.changes import ROW_KIND_COLUMN
-from tablestore.convert import value_kinds
+from filestore import CommitMessage, FileStoreWrite, Partition
+from logstore import ROW_KIND_COLUMN
+from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from filestore.store import FileStore
+    from filestore import FileStore
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
@@ -69,7 +68,7 @@ class _TaskSequences(dict[tuple[Partition, int], int]):
 
 
 def _change_tracking(options: dict[str, str], table_options: dict[str, str], table: str) -> bool:
-    from catalog.options import CHANGE_TRACKING
+    from catalog import CHANGE_TRACKING
 
     raw = options.get(CHANGE_TRACKING.key, table_options.get(CHANGE_TRACKING.key, CHANGE_TRACKING.default))
     try:
@@ -146,7 +145,7 @@ class ManagedWriter(DataSourceArrowWriter):
         data = pa.Table.from_batches(batches)
         kinds = None
         if self.has_row_kind:
-            kinds = value_kinds(self.ref.identifier, data.column(ROW_KIND_COLUMN))
+            kinds = value_kinds(checked_row_kinds(self.ref.identifier, data))
             data = data.drop_columns([ROW_KIND_COLUMN])
         writer.write(data, kinds)
 
