@@ -52,15 +52,20 @@ def _venv(path: Path, requirements: list[str]) -> Path:
     return python
 
 
+# "compat" editable installs put the repository on sys.path (a .pth entry) instead of an import hook: PySpark finds
+# the `managed` data source by listing top-level `pyspark_*` modules on sys.path, which an import hook hides
+EDITABLE = ["--config-settings", "editable_mode=compat", "-e"]
+
+
 def setup() -> None:
-    _venv(VENV, ["-e", ".[dev]"])
+    _venv(VENV, [*EDITABLE, ".[dev]"])
 
 
 def test_spark_matrix(versions: list[str], pytest_args: list[str]) -> int:
     """The Spark tests on each PySpark version, each in its own venv; the worst exit code."""
     worst = 0
     for version in versions:
-        python = _venv(ROOT / f".venv-spark-{version}", ["-e", ".[spark,test]", f"pyspark=={version}"])
+        python = _venv(ROOT / f".venv-spark-{version}", [*EDITABLE, ".[spark,test]", f"pyspark=={version}"])
         print(f"== Spark tests on PySpark {version}", flush=True)
         code = _run([str(python), "-m", "pytest", "-p", "no:cacheprovider", SPARK_TESTS, *pytest_args])
         worst = worst or code

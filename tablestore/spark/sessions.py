@@ -11,6 +11,7 @@ session whose Python workers can import it), so a session built by hand finds `m
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Mapping
@@ -19,6 +20,8 @@ from tablestore.spark.jar import jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WAREHOUSE_CONF = "spark.sql.catalog.managed.warehouse"
@@ -72,7 +75,24 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    _ensure_registered(spark)
+    return spark
+
+
+def _ensure_registered(spark: "SparkSession") -> None:
+    """Static registration needs `pyspark_managed` importable from a path entry of the workers' Python (an
+    editable install's import hook hides it from PySpark's lookup): register it at runtime when it is not."""
+    try:
+        found = spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("managed")
+    except Exception:   # Spark Connect, or an internal API that moved: the runtime registration is harmless
+        found = False
+    if not found:
+        from pyspark_managed import DefaultSource
+
+        log.warning("PySpark's data-source lookup did not find the top-level module pyspark_managed (not on the "
+                    "workers' sys.path?): registering the `managed` data source for this session only")
+        spark.dataSource.register(DefaultSource)
 
 
 def local_session(app_name: str = "tablestore", *, cores: int = 2,

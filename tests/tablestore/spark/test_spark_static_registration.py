@@ -1,0 +1,40 @@
+"""A SparkSession built by hand (the jar on spark.jars, no register call, started outside the repository) finds
+the `managed` data source through PySpark's static lookup of the top-level module `pyspark_managed`."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    import tablestore
+    from tablestore.spark import jar_path
+
+    wh = sys.argv[1]
+    cat = tablestore.Catalog(wh)
+    cat.create_database("db")
+    t = cat.create_table("db.o", pa.schema([pa.field("id", pa.int64(), False)]), primary_key=["id"])
+    t.write(pa.table({"id": [1, 2, 3]}))
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.jars", str(jar_path()))
+             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+    print("COUNT", spark.read.format("managed").option("warehouse", wh).load("db.o").filter("id > 1").count())
+    spark.stop()
+""")
+
+
+def test_a_session_built_by_hand_finds_managed_without_registering_it(tmp_path: Path) -> None:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert "COUNT 2" in done.stdout, done.stderr[-3000:]
