@@ -1,6 +1,7 @@
-"""Compaction of one table: pick runs per bucket (compact_pick), merge them with the one merge function, write the
-result as a run at the output level, and hand back commit messages (files deleted + files added) for a COMPACT
-commit. A concurrent overwrite that removed the same files makes that commit fail with CommitConflictError; the
+"""Compaction of one table: pick runs per bucket (compact_pick), read them merged the one way reads do
+(`SplitRead.read_run`: the one merge function, or no merge for a single run), write the result as a run at the output
+level, and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets compact in parallel
+on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with CommitConflictError; the
 data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Collection
 
 from filestore import compact_pick
 from filestore.meta import CommitMessage, DataFileMeta, Partition, Snapshot
-from filestore.merge import merge
+from filestore.parallel import pool, wait_all
 from filestore.scan import Split
 
 if TYPE_CHECKING:
@@ -52,15 +53,21 @@ def compact(
     buckets: Collection[tuple[Partition, int]] | None = None,
 ) -> list[CommitMessage]:
     """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT."""
-    messages = []
     writer = store.data_file_writer()
-    s = store.schema
-    for partition, bucket, unit in plan_compaction(store, snapshot, full=full, buckets=buckets):
+    reader = store.new_read()
+
+    def rewrite(plan: tuple[Partition, int, compact_pick.CompactUnit]) -> CommitMessage:
+        partition, bucket, unit = plan
         split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
-        records = store.new_read().read_records(split)
-        run = merge(records, s.key_columns, primary_key=s.has_primary_key, final=unit.drop_deletes)
+        run = reader.read_run(split, final=unit.drop_deletes)
         added = writer.write_run(run, partition, bucket, level=unit.output_level)
         log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
                   len(added), unit.output_level)
-        messages.append(CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files))
-    return messages
+        return CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files)
+
+    plans = plan_compaction(store, snapshot, full=full, buckets=buckets)
+    if len(plans) <= 1:
+        return [rewrite(p) for p in plans]
+    futures = [pool().submit(rewrite, p) for p in plans]
+    wait_all(futures)
+    return [f.result() for f in futures]

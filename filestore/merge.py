@@ -53,12 +53,37 @@ def _first_of_each_key(sorted_table: pa.Table, key_columns: Sequence[str]) -> np
     return first
 
 
+def strictly_sorted(records: pa.Table, key_columns: Sequence[str]) -> bool:
+    """Whether every row's key is greater than the previous row's (so the keys are sorted and unique): such records
+    are their own merge. NaN and nulls compare false, so records holding them take the general path."""
+    n = records.num_rows
+    if n < 2:
+        return True
+    greater = pa.array(np.zeros(n - 1, dtype=bool))
+    equal_so_far = pa.array(np.ones(n - 1, dtype=bool))
+    for name in key_columns:
+        col = records.column(name)
+        cur, prev = col.slice(1), col.slice(0, n - 1)
+        try:
+            gt, eq = pc.greater(cur, prev), pc.equal(cur, prev)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return False
+        greater = pc.or_(greater, pc.and_(equal_so_far, pc.fill_null(gt, False)))
+        equal_so_far = pc.and_(equal_so_far, pc.fill_null(eq, False))
+    return bool(pc.all(greater).as_py())
+
+
 def merge_primary_key(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Table:
     if records.num_rows == 0:
         return records
-    order = pc.sort_indices(records, sort_keys=[(k, "ascending") for k in key_columns] + [(SEQ, "descending")])
-    ordered = records.take(order)
-    winners = ordered.filter(pa.array(_first_of_each_key(ordered, key_columns)))
+    if strictly_sorted(records, key_columns):
+        winners = records  # one record per key, already in key order (e.g. a flush of rows sorted by the writer)
+    else:
+        # sort only the key and sequence columns, find each key's first (newest) record, take the winners once
+        sort_keys = [(k, "ascending") for k in key_columns] + [(SEQ, "descending")]
+        order = pc.sort_indices(records.select([*key_columns, SEQ]), sort_keys=sort_keys)
+        first = _first_of_each_key(records.select(list(key_columns)).take(order), key_columns)
+        winners = records.take(order.filter(pa.array(first)))
     if final:
         winners = winners.filter(pc.equal(winners.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
     return winners

@@ -10,6 +10,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from filestore.bucket import bucket_of
 from filestore.errors import InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
+from filestore.parallel import pool, pool_size, wait_all
 from filestore.paths import DEFAULT_PARTITION
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ class _Memtable:
     chunks: list[pa.Table] = field(default_factory=list)
     nbytes: int = 0
     flushed: list[DataFileMeta] = field(default_factory=list)
+    pending: list["Future[list[DataFileMeta]]"] = field(default_factory=list)
 
 
 def render_partition_column(column: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -50,6 +53,7 @@ class FileStoreWrite:
         self._max_seq = max_sequence_numbers
         self._memtables: dict[tuple[Partition, int], _Memtable] = {}
         self._writer = store.data_file_writer()
+        self._in_flight: list["Future[list[DataFileMeta]]"] = []
 
     def conform(self, data: pa.Table) -> pa.Table:
         """Select and cast the input to the table's columns, with clear errors for what cannot fit."""
@@ -90,7 +94,13 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
-        order = np.argsort(group_codes, kind="stable")
+        if self.schema.has_primary_key:
+            # rows of a bucket in key order (input order among equal keys): a flush of unique keys is then already
+            # a sorted run, which the merge recognises without sorting again
+            by = pa.table({"__group": group_codes, **{k: data.column(k) for k in self.schema.key_columns}})
+            order = pc.sort_indices(by, sort_keys=[(c, "ascending") for c in by.column_names]).to_numpy()
+        else:
+            order = np.argsort(group_codes, kind="stable")
         sorted_codes = group_codes[order]
         bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
         for idx in np.split(order, bounds):
@@ -133,20 +143,41 @@ class FileStoreWrite:
             self._flush(where, mem)
 
     def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
+        """Merge and write the memtable as a level-0 run on the shared worker pool (pyarrow releases the GIL, so
+        buckets flush in parallel); at most `pool_size()` flushes are in flight, which bounds the memory held."""
         if not mem.chunks:
             return
         records = pa.concat_tables(mem.chunks)
         mem.chunks, mem.nbytes = [], 0
+        while len(self._in_flight) >= pool_size():
+            self._in_flight.pop(0).exception()  # wait; its error is raised where its memtable is drained
+        future = pool().submit(self._write_run, where, records)
+        mem.pending.append(future)
+        self._in_flight.append(future)
+
+    def _write_run(self, where: tuple[Partition, int], records: pa.Table) -> list[DataFileMeta]:
         run = merge(records, self.schema.key_columns, primary_key=self.schema.has_primary_key, final=False)
         files = self._writer.write_run(run, where[0], where[1], level=0)
         log.debug("flushed %s rows into %s files for %s", records.num_rows, len(files), where)
-        mem.flushed.extend(files)
+        return files
+
+    def _drain(self) -> None:
+        """Wait for every flush in flight (all of them, even after a failure, so no write outlives this call) and
+        move their files to their memtables; the first failure is raised."""
+        wait_all(self._in_flight)
+        self._in_flight = []
+        for mem in self._memtables.values():
+            pending, mem.pending = mem.pending, []
+            for future in pending:
+                mem.flushed.extend(future.result())
 
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush every memtable; the files written since the last prepare-commit, per partition and bucket."""
         messages = []
         for where, mem in self._memtables.items():
             self._flush(where, mem)
+        self._drain()
+        for where, mem in self._memtables.items():
             if mem.flushed:
                 messages.append(
                     CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
