@@ -68,7 +68,7 @@ def generate(out: str, scale: float, seed: int = 8) -> dict[str, Any]:
     del bulk
     space = n_init + 10 * n_ins
     live = np.zeros(space, dtype=bool)
-    cols = {"a": np.zeros(space, np.int64), "b": np.zeros(space, np.int32), "c": np.zeros(space),
+    cols: dict[str, np.ndarray] = {"a": np.zeros(space, np.int64), "b": np.zeros(space, np.int32), "c": np.zeros(space),
             "d": np.zeros(space)}
 
     def apply(t: pa.Table, upto: int) -> None:

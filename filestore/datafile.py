@@ -76,7 +76,7 @@ def column_stats(table: pa.Table, columns: Sequence[str]) -> tuple[ColumnStats, 
             continue  # no order on this type: the column is never used to skip files
         try:
             candidates = _extreme_candidates(col)
-        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # no native min_max: encode every value
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):  # no native min_max: encode all
             candidates = col.drop_null()
         out.append(_stats_of(name, codec.encode_columns([candidates]), col.null_count))
     return tuple(out)
@@ -103,20 +103,22 @@ def _stats_of(name: str, encoded: pa.Array, null_count: int) -> ColumnStats:
 
 
 def _extreme_candidates(col: pa.ChunkedArray) -> pa.Array:
-    """The non-null values among which the key-order min and max are: the native extremes (all values equal to them
-    for floats, where -0.0 == 0.0 but they encode differently) and one NaN, if any."""
-    values = col.drop_null()
+    """The non-null values among which the key-order min and max are: the native extremes, plus for floats every
+    zero when an extreme is zero (-0.0 == 0.0 natively but they encode differently) and one NaN, if any."""
+    values = col.drop_null() if col.null_count else col
     if len(values) == 0:
-        return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return pa.array([], col.type)
     mm = pc.min_max(values)
     lo, hi = mm["min"], mm["max"]
+    extremes = pa.array([lo, hi], values.type)  # equal values encode equally, but for the cases below
     if not pa.types.is_floating(values.type):
-        # equal values encode equally: the first occurrence of each extreme is enough
-        picks = [pc.index(values, lo).as_py(), pc.index(values, hi).as_py()]
-        return values.take(pa.array(picks, pa.int64())).combine_chunks()
-    nan = pc.is_nan(values)
-    mask = pc.or_(pc.or_(pc.equal(values, lo), pc.equal(values, hi)), nan)
-    return values.filter(mask).combine_chunks()
+        return extremes
+    parts = [extremes.filter(pc.invert(pc.is_nan(extremes)))]
+    if lo.as_py() == 0 or hi.as_py() == 0:
+        parts.append(values.filter(pc.equal(values, 0)).combine_chunks())
+    if pc.any(pc.is_nan(values)).as_py():
+        parts.append(pa.array([float("nan")], values.type))
+    return pa.concat_arrays(parts)
 
 
 class DataFileWriter:

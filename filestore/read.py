@@ -46,26 +46,31 @@ class SplitRead:
         system = [SEQ, KIND] + ([] if store.schema.has_primary_key else [COUNT])
         # a filter may name any column: read them all then; otherwise the projection plus the key
         needed = schema.names if filter is not None else _union(store.schema.key_columns, self.columns)
-        self._file_columns = system + [c for c in schema.names if c in set(needed)]
+        self._row_columns = [c for c in schema.names if c in set(needed)]
+        self._file_columns = system + self._row_columns
         self.output_schema = pa.schema([schema.field(c) for c in self.columns])
         self._key_filter = filter is not None and (not store.schema.has_primary_key or _binds_only(
             filter, pa.schema([schema.field(c) for c in _union(store.schema.key_columns, store.schema.partition_keys)])
         ))
 
-    def read_records(self, split: Split, filter: pc.Expression | None = None) -> pa.Table:
+    def read_records(
+        self, split: Split, filter: pc.Expression | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table:
         """The raw records of a split's files in the split's file order (every version of every key); `filter`,
-        if given, is applied while reading (row groups skipped)."""
+        if given, is applied while reading (row groups skipped); `columns` default to the system columns plus
+        what the read needs."""
+        names = list(columns) if columns is not None else self._file_columns
         tables = [
             read_data_file(
                 self.store.io,
                 self.store.paths.data_file(self.store.schema.partition_keys, split.partition, split.bucket, f.file_name),
                 self.store.options.file_format,
-                self._file_columns,
+                names,
                 filter,
             )
             for f in split.files
         ]
-        return pa.concat_tables(tables) if tables else self._empty_records()
+        return pa.concat_tables(tables) if tables else self._empty_records().select(names)
 
     def _empty_records(self) -> pa.Table:
         schema = self.store.schema.arrow_schema
@@ -92,8 +97,16 @@ class SplitRead:
 
     def read(self, split: Split) -> pa.Table:
         s = self.store.schema
-        pushed = self.filter is not None and (self._key_filter or self.single_run(split))
-        merged = self.read_run(split, final=True, filter=self.filter if pushed else None)
+        single = self.single_run(split)
+        pushed = self.filter is not None and (self._key_filter or single)
+        filter = self.filter if pushed else None
+        if single and not any(f.delete_row_count for f in split.files):
+            # one run, nothing to drop: the projected columns of its files in key order, no system columns
+            files = tuple(sorted(split.files, key=lambda f: f.min_key))
+            one_run = Split(split.snapshot_id, split.partition, split.bucket, files)
+            merged = self.read_records(one_run, filter, self._row_columns)
+        else:
+            merged = self.read_run(split, final=True, filter=filter)
         if not s.has_primary_key:
             merged = expand_counts(merged)
         if self.filter is not None and not pushed:

@@ -94,13 +94,10 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
-        if self.schema.has_primary_key:
-            # rows of a bucket in key order (input order among equal keys): a flush of unique keys is then already
-            # a sorted run, which the merge recognises without sorting again
-            by = pa.table({"__group": group_codes, **{k: data.column(k) for k in self.schema.key_columns}})
-            order = pc.sort_indices(by, sort_keys=[(c, "ascending") for c in by.column_names]).to_numpy()
-        else:
-            order = np.argsort(group_codes, kind="stable")
+        # a small integer type lets numpy's stable sort use a radix sort; the key sort happens in the flush's merge,
+        # on the worker pool, in parallel across buckets
+        narrow = np.int16 if group_codes.max(initial=0) < 2**15 else np.int64
+        order = np.argsort(group_codes.astype(narrow), kind="stable")
         sorted_codes = group_codes[order]
         bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
         for idx in np.split(order, bounds):
