@@ -76,16 +76,30 @@ def strictly_sorted(records: pa.Table, key_columns: Sequence[str]) -> bool:
 def merge_primary_key(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Table:
     if records.num_rows == 0:
         return records
+    winners = merge_primary_key_winners(records, key_columns, final=final)
+    return records if winners is None else records.take(winners)
+
+
+def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Array | None:
+    """The rows of `records` that `merge_primary_key` returns, as indices in output order (None: every row, as it
+    is). `records` needs only the key columns, SEQ and KIND, so a caller can take the full rows once (the flush)."""
+    if records.num_rows == 0:
+        return None
+    winners: pa.Array | None
     if strictly_sorted(records, key_columns):
-        winners = records  # one record per key, already in key order (e.g. a flush of rows sorted by the writer)
+        winners = None  # one record per key, already in key order (e.g. a flush of rows sorted by the user)
     else:
-        # sort only the key and sequence columns, find each key's first (newest) record, take the winners once
+        # sort only the key and sequence columns, find each key's first (newest) record
         sort_keys = [(k, "ascending") for k in key_columns] + [(SEQ, "descending")]
         order = pc.sort_indices(records.select([*key_columns, SEQ]), sort_keys=sort_keys)
         first = _first_of_each_key(records.select(list(key_columns)).take(order), key_columns)
-        winners = records.take(order.filter(pa.array(first)))
+        winners = order.filter(pa.array(first))
     if final:
-        winners = winners.filter(pc.equal(winners.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
+        kinds = records.column(KIND) if winners is None else records.column(KIND).take(winners)
+        keep = pc.equal(kinds, pa.scalar(int(ValueKind.ADD), pa.int8()))
+        if not pc.all(keep).as_py():
+            everything = pa.array(np.arange(records.num_rows, dtype=np.int64))
+            winners = (everything if winners is None else winners).filter(keep)
     return winners
 
 
