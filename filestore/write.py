@@ -127,7 +127,7 @@ class FileStoreWrite:
         GIL), with the same result."""
         keys, num_buckets = self.schema.key_columns, self.store.options.bucket
         size = pool_size()
-        if size == 1 or data.num_rows < 1 << 20 or num_buckets == 1:
+        if size == 1 or data.num_rows < 1 << 18 or num_buckets == 1:
             return bucket_of(data, keys, num_buckets)
         step = -(-data.num_rows // size)
         slices = [data.slice(start, step) for start in range(0, data.num_rows, step)]
