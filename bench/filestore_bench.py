@@ -271,13 +271,16 @@ def main() -> None:
                          f"{share:.0%}")
         if "rss_after_upserts_mb" in ts:
             bound = WRITE_BUFFER_MB * BUCKETS
-            grew = ts["rss_after_upserts_mb"] - ts["rss_before_upserts_mb"]
+            base = ts["rss_before_upserts_mb"]
             lines.append(f"peak memory (RSS high-water) of tablestore's upsert run: {ts['rss_after_upserts_mb']:.0f} MB "
-                         f"({ts['rss_before_upserts_mb']:.0f} MB after loading the 1M-key table, +{grew:.0f} MB in the "
-                         f"upserts); write-buffer-size x buckets = {bound} MB")
+                         f"= {base:.0f} MB resident before the upserts (interpreter, libraries, the loaded table's "
+                         f"buffers) + {ts['rss_after_upserts_mb'] - base:.0f} MB during them; "
+                         f"write-buffer-size x buckets = {bound} MB")
             for p in ("delta", "paimon"):
-                if "rss_after_upserts_mb" in results.get(p, {}):
-                    lines.append(f"  {p}: {results[p]['rss_after_upserts_mb']:.0f} MB")
+                r = results.get(p, {})
+                if "rss_after_upserts_mb" in r:
+                    lines.append(f"  {p}: {r['rss_after_upserts_mb']:.0f} MB = {r['rss_before_upserts_mb']:.0f} MB + "
+                                 f"{r['rss_after_upserts_mb'] - r['rss_before_upserts_mb']:.0f} MB")
         print("\n".join(lines))
         with open(args.out, "w") as f:
             json.dump({"scale": args.scale, "cores": os.cpu_count(), "truth": truth, "results": results,
