@@ -155,10 +155,9 @@ class FileStoreWrite:
         if mem.nbytes >= self.store.options.write_buffer_size:
             self._flush(where, mem)
 
-    def _records(self, chunk: _Chunk, rows: pa.Table | None = None) -> pa.Table:
-        """A chunk as records: system columns, then its rows (taken from the source unless given)."""
-        if rows is None:
-            rows = chunk.source.take(pa.array(chunk.idx))
+    def _records(self, chunk: _Chunk) -> pa.Table:
+        """A chunk as records: system columns, then its rows taken from the source."""
+        rows = chunk.source.take(pa.array(chunk.idx))
         system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
