@@ -7,6 +7,7 @@ row columns, sorted by key. Files of one run have disjoint key ranges; a run rol
 from __future__ import annotations
 
 import io as _io
+import threading
 import time
 from typing import Sequence
 
@@ -51,7 +52,9 @@ def read_data_file(
     try:
         with io.open_input(path) as f:
             if file_format == "parquet":
-                return pq.read_table(f, columns=names, filters=filter)
+                # Arrow's own threads only from the main thread: the file store's pool workers already use the cores
+                main = threading.current_thread() is threading.main_thread()
+                return pq.read_table(f, columns=names, filters=filter, use_threads=main)
             table = orc.read_table(f, columns=names)
             return table if filter is None else table.filter(filter)
     except FileNotFoundError:

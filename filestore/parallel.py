@@ -2,16 +2,57 @@
 
 pyarrow releases the GIL in sorting, taking, Parquet encoding and decoding, so buckets use both cores of a small
 machine. Tasks on the pool never wait for other pool tasks (no nesting), so the pool cannot deadlock.
+
+The workers are daemon threads fed by a queue, not a `ThreadPoolExecutor`: the executor joins its threads at
+interpreter exit, and a thread that used pyarrow exiting then, with confluent_kafka loaded (the log store), has been
+seen to abort the process ("terminate called without an active exception"). Daemon workers simply stay blocked on
+the queue. Work still running at exit is abandoned, like any unflushed memtable: nothing it wrote is committed.
 """
 from __future__ import annotations
 
 import os
+import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Sequence
+from concurrent.futures import Future, wait
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class WorkerPool:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        for i in range(size):
+            threading.Thread(target=self._work, name=f"filestore-{i}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._tasks.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as e:  # handed to whoever waits on the future
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+    def submit(self, fn: Callable[..., R], *args: Any) -> "Future[R]":
+        future: Future[R] = Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`fn` of every item, in the items' order; waits for all, then raises the first failure."""
+        futures = [self.submit(fn, item) for item in items]
+        wait_all(futures)
+        return [f.result() for f in futures]
+
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool: WorkerPool | None = None
 
 
 def _forget_pool_in_child() -> None:
@@ -26,11 +67,11 @@ def pool_size() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def pool() -> ThreadPoolExecutor:
+def pool() -> WorkerPool:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=pool_size(), thread_name_prefix="filestore")
+            _pool = WorkerPool(pool_size())
         return _pool
 
 
