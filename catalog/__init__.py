@@ -11,10 +11,21 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from catalog.options import ALL_OPTIONS, SESSION_PREFIX, TableOptions
+from catalog.options import (
+    ALL_OPTIONS,
+    CHANGE_TRACKING,
+    SESSION_PREFIX,
+    UPSERT_MATERIALIZE_STRATEGY,
+    UPSERT_MATERIALIZE_THRESHOLD_HIGH,
+    UPSERT_MATERIALIZE_THRESHOLD_LOW,
+    UPSERT_MATERIALIZE_TTL,
+    TableOptions,
+)
+from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CHANGE_TRACKING",
     "Catalog",
     "CatalogError",
     "CatalogTable",
@@ -28,5 +39,10 @@ __all__ = [
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "TableOptions",
+    "UPSERT_MATERIALIZE_STRATEGY",
+    "UPSERT_MATERIALIZE_THRESHOLD_HIGH",
+    "UPSERT_MATERIALIZE_THRESHOLD_LOW",
+    "UPSERT_MATERIALIZE_TTL",
+    "parse_duration",
     "parse_identifier",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -21,32 +20,23 @@ from catalog.errors import (
     DatabaseNotEmptyError,
     DatabaseNotFoundError,
     InvalidIdentifierError,
+    InvalidOptionError,
     InvalidTableError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from catalog.identifiers import check_name
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, session_defaults, validate_table_options
-from filestore.fileio import FileIO
-from filestore.paths import TablePaths
-from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
-from filestore.store import FileStore
-from logstore.errors import LogStoreError
-from logstore.store import LogStore
+from filestore import (
+    SYSTEM_COLUMNS, FileIO, FileStore, KeyCodec, KeyCodecError, SchemaManager, TablePaths, TableSchema,
+)
+from logstore import LogStore, LogStoreError
 
 log = logging.getLogger(__name__)
 
 DATABASE_MARKER = "_DATABASE"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
 RESERVED_COLUMNS = (*SYSTEM_COLUMNS, "_row_kind")
-
-
-def _check_name(name: str, what: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidIdentifierError(
-            f"invalid {what} name {name!r}: use letters, digits, '_' and '-' (no '/', '.', '..' or empty names)"
-        )
-    return name
 
 
 def parse_identifier(identifier: str) -> tuple[str, str]:
@@ -54,7 +44,7 @@ def parse_identifier(identifier: str) -> tuple[str, str]:
     parts = identifier.split(".") if isinstance(identifier, str) else []
     if len(parts) != 2:
         raise InvalidIdentifierError(f"table identifier {identifier!r} must be 'database.table'")
-    return _check_name(parts[0], "database"), _check_name(parts[1], "table")
+    return check_name(parts[0], "database"), check_name(parts[1], "table")
 
 
 @dataclass(frozen=True)
@@ -81,7 +71,7 @@ class Catalog:
 
     # -- databases -----------------------------------------------------------------------------
     def _db_path(self, name: str) -> str:
-        return f"{self.root}/{_check_name(name, 'database')}.db"
+        return f"{self.root}/{check_name(name, 'database')}.db"
 
     def database_exists(self, name: str) -> bool:
         return self.io.exists(f"{self._db_path(name)}/{DATABASE_MARKER}")
@@ -200,6 +190,19 @@ class Catalog:
                 f"table {identifier!r}: primary-key columns {nullable} must be non-nullable "
                 f"(declare them as pa.field(name, type, nullable=False))"
             )
+        for c in primary_key:
+            try:
+                if pa.types.is_float16(schema.field(c).type):  # Arrow has no sort or compare kernels for it
+                    raise KeyCodecError("float16 cannot be compared")
+                KeyCodec([schema.field(c).type])
+            except KeyCodecError:
+                raise InvalidTableError(
+                    f"table {identifier!r}: primary-key column {c!r} has type {schema.field(c).type}, which has no "
+                    f"order and cannot be a key (list, struct, map, dictionary, null and float16 types cannot); use a "
+                    f"string, binary, number, decimal, boolean, date or time column"
+                ) from None
+        for c in partition_by:
+            check_name(c, "partition column")
         if primary_key and partition_by and not set(partition_by) <= set(primary_key):
             raise InvalidTableError(
                 f"table {identifier!r}: partition columns {list(partition_by)} must be part of the primary key "
@@ -210,8 +213,6 @@ class Catalog:
             raise InvalidTableError(
                 f"table {identifier!r}: partition columns {bad} must be string, integer, date or boolean"
             )
-        if TableOptions(options).bucket < 1:
-            raise InvalidTableError(f"table {identifier!r}: option {BUCKET.key!r} must be >= 1")
         return TableSchema(0, schema, tuple(primary_key), tuple(partition_by), dict(options))
 
     def get_table(self, identifier: str) -> CatalogTable:
@@ -222,7 +223,11 @@ class Catalog:
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
         schema = manager.latest()
         options = TableOptions(dict(schema.options))
-        store = FileStore(self.io, path, schema, options.to_filestore(), identifier)
+        try:
+            store_options = options.to_filestore()
+        except InvalidOptionError as e:
+            raise InvalidOptionError(f"table {identifier!r}: {e}") from None
+        store = FileStore(self.io, path, schema, store_options, identifier)
         log_options = log_store_options(options, schema.has_primary_key)
         log_store = None if log_options is None else LogStore(log_options, schema.arrow_schema, schema.primary_keys)
         return CatalogTable(identifier, path, schema, options, store, log_store)

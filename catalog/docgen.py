@@ -19,15 +19,18 @@ def render() -> str:
         f"or as session defaults for every new table with the `{SESSION_PREFIX}` prefix",
         f"(`tablestore.Catalog(warehouse, options={{\"{SESSION_PREFIX}bucket\": \"2\"}})`). Table options win.",
         "Unknown keys are rejected. Memory sizes read like `64 mb`, durations like `500 ms`, `10 s`, `1 h`.",
+        "A numeric value outside its valid range (memory sizes in bytes, durations in ms) is rejected when a table",
+        "is created and when it is loaded, with an error naming the option and the range.",
         "",
-        "| key | type | default | description |",
-        "|---|---|---|---|",
+        "| key | type | default | valid range | description |",
+        "|---|---|---|---|---|",
     ]
     for o in sorted(ALL_OPTIONS, key=lambda o: o.key):
         key = f"`{o.key}.<name>`" if o.type == "map" else f"`{o.key}`"
         kind = f"enum: {', '.join(o.choices)}" if o.choices else o.type
         default = "(none)" if o.default is None else f"`{o.default}`"
-        lines.append(f"| {key} | {kind} | {default} | {o.description.replace('|', '/')} |")
+        valid = o.valid_range or ("any" if o.type in ("int", "memory", "duration") else "")
+        lines.append(f"| {key} | {kind} | {default} | {valid} | {o.description.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -23,9 +23,7 @@ from catalog.options import (
     UPSERT_FORMAT,
     TableOptions,
 )
-from logstore.errors import LogFormatError
-from logstore.formats.factory import get_format
-from logstore.options import LogStoreOptions
+from logstore import LogFormatError, LogStoreOptions, get_format
 
 import pyarrow as pa
 

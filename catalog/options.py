@@ -11,7 +11,7 @@ from typing import Any, Mapping, TypeVar
 
 from catalog.errors import InvalidOptionError
 from catalog.optiontypes import ConfigOption
-from filestore.options import FileStoreOptions
+from filestore import FileStoreOptions
 
 SESSION_PREFIX = "table-storage."
 T = TypeVar("T")
@@ -19,7 +19,7 @@ T = TypeVar("T")
 BUCKET: ConfigOption[int] = ConfigOption(
     "bucket", "int", "1",
     "Number of buckets of the file store, and of partitions of the table's Kafka topic. A record goes to a bucket "
-    "by the hash of its primary key (or of the whole row without one). Fixed once the table is created.",
+    "by the hash of its primary key (or of the whole row without one). Fixed once the table is created.", min=1,
 )
 FILE_FORMAT: ConfigOption[str] = ConfigOption(
     "file.format", "enum", "parquet", "Format of the data files.", choices=("parquet", "orc")
@@ -30,46 +30,74 @@ FILE_COMPRESSION: ConfigOption[str] = ConfigOption(
 )
 WRITE_BUFFER_SIZE: ConfigOption[int] = ConfigOption(
     "write-buffer-size", "memory", "64 mb",
-    "In-memory size of a bucket's memtable before it is flushed into a new sorted run.",
+    "In-memory size of a bucket's memtable before it is flushed into a new sorted run.", min=1024,
 )
 TARGET_FILE_SIZE: ConfigOption[int] = ConfigOption(
-    "target-file-size", "memory", "128 mb", "Size at which a sorted run rolls over to a new data file."
+    "target-file-size", "memory", "128 mb", "Size at which a sorted run rolls over to a new data file.", min=1024
 )
 COMMIT_MAX_RETRIES: ConfigOption[int] = ConfigOption(
     "commit.max-retries", "int", "10",
-    "How many times a commit retries when other writers published a snapshot first.",
+    "How many times a commit retries when other writers published a snapshot first (at least: retries go on while "
+    "`commit.timeout` is left).", min=0,
+)
+COMMIT_TIMEOUT: ConfigOption[int] = ConfigOption(
+    "commit.timeout", "duration", "1 min",
+    "Time budget of a commit's retries: a commit (or a write re-planned after another writer committed to its "
+    "buckets) keeps retrying while either `commit.max-retries` or this time is left, so a writer waits while "
+    "others hold its buckets, then makes progress. `0 ms`: the count alone.", min=0,
+)
+COMMIT_MIN_RETRY_WAIT: ConfigOption[int] = ConfigOption(
+    "commit.min-retry-wait", "duration", "10 ms",
+    "Shortest wait before a commit retries. Waits double per retry up to `commit.max-retry-wait`, each drawn at "
+    "random below that bound (full jitter), so concurrent writers stop colliding.", min=0,
+)
+COMMIT_MAX_RETRY_WAIT: ConfigOption[int] = ConfigOption(
+    "commit.max-retry-wait", "duration", "10 s", "Longest wait before a commit retries.", min=0,
 )
 MANIFEST_MERGE_MIN_COUNT: ConfigOption[int] = ConfigOption(
     "manifest.merge-min-count", "int", "30",
-    "When a snapshot would reference more manifests than this, they are merged into one of live files only.",
+    "When a snapshot would reference more manifests than this, they are merged into one of live files only.", min=1,
 )
 SNAPSHOT_NUM_RETAINED_MIN: ConfigOption[int] = ConfigOption(
-    "snapshot.num-retained.min", "int", "10", "Minimum number of snapshots expiration always keeps."
+    "snapshot.num-retained.min", "int", "10", "Minimum number of snapshots expiration always keeps.", min=0
 )
 SNAPSHOT_NUM_RETAINED_MAX: ConfigOption[int] = ConfigOption(
-    "snapshot.num-retained.max", "int", "2147483647", "Maximum number of snapshots expiration keeps."
+    "snapshot.num-retained.max", "int", "2147483647", "Maximum number of snapshots expiration keeps.", min=0
 )
 SNAPSHOT_TIME_RETAINED: ConfigOption[int] = ConfigOption(
     "snapshot.time-retained", "duration", "1 h",
-    "Snapshots younger than this are kept (between the minimum and maximum counts).",
+    "Snapshots younger than this are kept (between the minimum and maximum counts).", min=0,
 )
 COMPACTION_TRIGGER: ConfigOption[int] = ConfigOption(
     "num-sorted-run.compaction-trigger", "int", "5",
-    "Universal compaction: sorted runs in a bucket above which runs are merged.",
+    "Universal compaction: sorted runs in a bucket above which runs are merged.", min=1,
+)
+STOP_TRIGGER: ConfigOption[int] = ConfigOption(
+    "num-sorted-run.stop-trigger", "int", None,
+    "Sorted runs in a bucket at which a write waits for compaction: after its commit the write compacts every "
+    "bucket above this many runs until it is back at it, retrying on conflicts (below it, a conflicting "
+    "compaction is skipped and runs again after a later write). Default: `num-sorted-run.compaction-trigger` + 3. "
+    "Ignored when `write-only` is true.", min=1,
 )
 COMPACTION_MAX_SIZE_AMP: ConfigOption[int] = ConfigOption(
     "compaction.max-size-amplification-percent", "int", "200",
     "Universal compaction: full compaction when the size of all runs but the oldest exceeds this percentage of "
-    "the oldest run.",
+    "the oldest run.", min=0,
 )
 COMPACTION_SIZE_RATIO: ConfigOption[int] = ConfigOption(
     "compaction.size-ratio", "int", "1",
-    "Universal compaction: percentage flexibility when comparing sorted-run sizes for a size-ratio compaction.",
+    "Universal compaction: percentage flexibility when comparing sorted-run sizes for a size-ratio compaction.", min=0,
 )
 
 WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "write-only", "boolean", "false",
     "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
+)
+
+CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
+    "change-tracking", "boolean", "true",
+    "Whether writes also go to the table's log (FLIP-188). False: the file store only; log readers do not see "
+    "those rows. Honoured by the Spark `managed` data source, also per write: `.option(\"change-tracking\", ...)`.",
 )
 
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
@@ -88,7 +116,7 @@ LOG_TOPIC: ConfigOption[str] = ConfigOption(
 )
 LOG_RETENTION: ConfigOption[int] = ConfigOption(
     "log.retention", "duration", None,
-    "How long the topic keeps changes (Kafka `retention.ms`). Default: the Kafka cluster's default.",
+    "How long the topic keeps changes (Kafka `retention.ms`). Default: the Kafka cluster's default.", min=1,
 )
 LOG_FORMAT: ConfigOption[str] = ConfigOption(
     "log.format", "enum", "debezium-json", "Format of the topic's record values.",
@@ -117,7 +145,7 @@ LOG_SCAN: ConfigOption[str] = ConfigOption(
     choices=("full", "latest", "from-timestamp"),
 )
 LOG_SCAN_TIMESTAMP: ConfigOption[int] = ConfigOption(
-    "log.scan.timestamp-millis", "int", None, "Start timestamp (epoch ms) for `log.scan` = `from-timestamp`."
+    "log.scan.timestamp-millis", "int", None, "Start timestamp (epoch ms) for `log.scan` = `from-timestamp`.", min=0
 )
 DEBEZIUM_JSON: ConfigOption[str] = ConfigOption(
     "debezium-json", "map", None,
@@ -142,23 +170,25 @@ UPSERT_MATERIALIZE_STRATEGY: ConfigOption[str] = ConfigOption(
 UPSERT_MATERIALIZE_THRESHOLD_HIGH: ConfigOption[int] = ConfigOption(
     "upsert-materialize.adaptive.threshold.high", "int", None,
     "ADAPTIVE: history size at which a key switches from VALUE to MAP. Unset: 400 on heap-like state backends, "
-    "50 otherwise (RocksDB, Spark's state store).",
+    "50 otherwise (RocksDB, Spark's state store).", min=1,
 )
 UPSERT_MATERIALIZE_THRESHOLD_LOW: ConfigOption[int] = ConfigOption(
     "upsert-materialize.adaptive.threshold.low", "int", None,
     "ADAPTIVE: history size at which a key switches back from MAP to VALUE. Unset: 300 on heap-like state "
-    "backends, 40 otherwise.",
+    "backends, 40 otherwise.", min=0,
 )
 UPSERT_MATERIALIZE_TTL: ConfigOption[int] = ConfigOption(
     "upsert-materialize.ttl", "duration", None,
     "Time to live of the materializer's history entries; unset or 0 disables expiry. LEGACY expires a key's whole "
     "history TTL after its last write; the other strategies expire single entries from the front of the history.",
+    min=0,
 )
 
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
+    COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
+    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
@@ -229,6 +259,9 @@ class TableOptions:
 
     def to_filestore(self) -> FileStoreOptions:
         g = self.get
+        stop_trigger = self.get_optional(STOP_TRIGGER)
+        if stop_trigger is None:
+            stop_trigger = g(COMPACTION_TRIGGER) + 3
         return FileStoreOptions(
             bucket=g(BUCKET),
             file_format=g(FILE_FORMAT),
@@ -241,6 +274,10 @@ class TableOptions:
             snapshot_num_retained_max=g(SNAPSHOT_NUM_RETAINED_MAX),
             snapshot_time_retained_ms=g(SNAPSHOT_TIME_RETAINED),
             compaction_trigger=g(COMPACTION_TRIGGER),
+            num_sorted_run_stop_trigger=stop_trigger,
+            commit_timeout_ms=g(COMMIT_TIMEOUT),
+            commit_min_retry_wait_ms=g(COMMIT_MIN_RETRY_WAIT),
+            commit_max_retry_wait_ms=g(COMMIT_MAX_RETRY_WAIT),
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),
             compaction_size_ratio=g(COMPACTION_SIZE_RATIO),
             write_only=g(WRITE_ONLY),

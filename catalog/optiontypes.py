@@ -43,6 +43,8 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"{text!r} is not a boolean (true/false)")
 
 
+_NUMERIC = ("int", "memory", "duration")
+
 _PARSERS: dict[str, Callable[[str], object]] = {
     "int": int,
     "string": str,
@@ -62,6 +64,26 @@ class ConfigOption(Generic[T]):
     default: str | None
     description: str
     choices: tuple[str, ...] = ()
+    min: int | None = None
+    """Smallest valid value of a numeric option (int, memory in bytes, duration in ms); None: unbounded."""
+    max: int | None = None
+    """Largest valid value of a numeric option; None: unbounded."""
+
+    def __post_init__(self) -> None:
+        if (self.min is not None or self.max is not None) and self.type not in _NUMERIC:
+            raise TypeError(f"option {self.key!r}: a range needs a numeric type, not {self.type}")
+
+    @property
+    def valid_range(self) -> str:
+        """The range as the docs and errors show it, e.g. '>= 1', '0 .. 100', or '' when unbounded."""
+        unit = {"memory": " bytes", "duration": " ms"}.get(self.type, "")
+        if self.min is not None and self.max is not None:
+            return f"{self.min} .. {self.max}{unit}"
+        if self.min is not None:
+            return f">= {self.min}{unit}"
+        if self.max is not None:
+            return f"<= {self.max}{unit}"
+        return ""
 
     def parse(self, value: str) -> T:
         try:
@@ -70,6 +92,10 @@ class ConfigOption(Generic[T]):
             raise InvalidOptionError(f"option {self.key!r}: {e}") from None
         if self.choices and parsed not in self.choices:
             raise InvalidOptionError(f"option {self.key!r}: {value!r} is not one of {', '.join(self.choices)}")
+        if isinstance(parsed, int) and not isinstance(parsed, bool) and (
+            (self.min is not None and parsed < self.min) or (self.max is not None and parsed > self.max)
+        ):
+            raise InvalidOptionError(f"option {self.key!r}: {value!r} is out of range; valid: {self.valid_range}")
         return parsed  # type: ignore[return-value]
 
     def matches(self, key: str) -> bool:

@@ -1,34 +1,79 @@
-"""The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests."""
+"""The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests.
+
+What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
+from filestore.bucket import bucket_of
+from filestore.commit import CommitResult, FileStoreCommit, Overwrite
+from filestore.compact import compact, delete_added_files, sorted_run_counts
+from filestore.compact_pick import sorted_runs
 from filestore.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     CorruptFileError,
     FileStoreError,
     InvalidWriteError,
+    KeyCodecError,
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
+    TableDroppedError,
 )
-from filestore.meta import CommitKind, CommitMessage, DataFileMeta, Snapshot, ValueKind
+from filestore.datafile import read_data_file
+from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
+from filestore.fileio import FileIO
+from filestore.keycodec import KeyCodec
+from filestore.live import LiveFiles
+from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
-from filestore.schema import TableSchema
+from filestore.paths import TablePaths
+from filestore.retry import RetryBudget
+from filestore.scan import Split
+from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
+from filestore.partition import partition_value, render_partition_column
+from filestore.write import FileStoreWrite
 
 __all__ = [
     "CommitConflictError",
     "CommitKind",
     "CommitMessage",
+    "CommitResult",
     "CommitRetriesExhaustedError",
     "CorruptFileError",
     "DataFileMeta",
+    "ExpireResult",
+    "FileIO",
     "FileStore",
+    "FileStoreCommit",
     "FileStoreError",
     "FileStoreOptions",
+    "FileStoreWrite",
     "InvalidWriteError",
+    "KeyCodec",
+    "KeyCodecError",
+    "LiveFiles",
+    "ManifestEntry",
+    "Overwrite",
+    "Partition",
+    "RetryBudget",
+    "SYSTEM_COLUMNS",
+    "SchemaManager",
     "SchemaMismatchError",
     "SequenceConflictError",
     "Snapshot",
     "SnapshotNotFoundError",
+    "Split",
+    "TableDroppedError",
+    "TablePaths",
     "TableSchema",
     "ValueKind",
+    "bucket_of",
+    "compact",
+    "delete_added_files",
+    "expire_snapshots",
+    "partition_value",
+    "read_data_file",
+    "remove_orphan_files",
+    "render_partition_column",
+    "sorted_run_counts",
+    "sorted_runs",
 ]

@@ -1,8 +1,10 @@
 """The global commit: commit messages -> manifest -> manifest list -> `snapshot-(N+1)`.
 
 Protocol (one attempt; the whole attempt repeats when another writer publishes first):
-1. If a snapshot of this (commit user, identifier) exists, return its id: re-committing is a no-op.
-2. Read the latest snapshot N and its live files.
+1. If a snapshot of this (commit user, identifier) exists, return its id: re-committing is a no-op. (Not for a
+   COMPACT commit: it is never a retry of a user's commit; it shares the identifier of the commit it follows.)
+2. Check the table is still the one this store was loaded from (TableDroppedError otherwise). Read the latest
+   snapshot N and its live files, unless the caller passed them as a value (`base`) for N.
 3. Build the commit as a value (`_Delta`): files added, files deleted (the messages' deletions plus, for an
    overwrite, every live file in its scope), log offsets, kind. No side effects yet.
 4. Validate it against snapshot N in one place: every deleted file must be live in N, else CommitConflictError
@@ -10,6 +12,7 @@ Protocol (one attempt; the whole attempt repeats when another writer publishes f
 5. Write the delta manifest and the manifest lists (new, uniquely named files: invisible until step 6).
 6. Publish `snapshot-(N+1)` with an exclusive create. Lost the race: delete the files of step 5, go to 1.
 A crash anywhere before 6 leaves only unreferenced files (orphans); after 6 the commit is complete.
+The result carries the live files of the published snapshot, derived from N's and the delta without a read.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
 from filestore.errors import CommitConflictError, CommitRetriesExhaustedError, SequenceConflictError
+from filestore.live import LiveFiles
+from filestore.retry import RetryBudget
 from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
 
 if TYPE_CHECKING:
@@ -29,6 +34,15 @@ log = logging.getLogger(__name__)
 Overwrite = Literal["all", "dynamic"] | Mapping[str, str] | None
 """None: append. "all": replace the whole table. "dynamic": replace the partitions the new files are in.
 A mapping of partition key -> rendered value: replace the partitions matching that (possibly partial) spec."""
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit published: the snapshot id (None when nothing was committed on an empty table) and the live
+    files of the table after it (None when the commit had already been made by an earlier attempt)."""
+
+    snapshot_id: int | None
+    live: LiveFiles | None
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,7 @@ class FileStoreCommit:
             if not sm.exists(sid):
                 continue
             s = sm.get(sid)
-            if s.commit_user == self.commit_user:
+            if s.commit_user == self.commit_user and s.commit_kind != CommitKind.COMPACT:
                 if s.commit_identifier == identifier:
                     return sid
                 if s.commit_identifier < identifier:
@@ -71,34 +85,55 @@ class FileStoreCommit:
         kind: CommitKind = CommitKind.APPEND,
         log_offsets: Mapping[int, int] | None = None,
         overwrite: Overwrite = None,
+        base: LiveFiles | None = None,
     ) -> int | None:
         """Publish one snapshot for `messages`; its id (None when there was nothing to commit on an empty table)."""
+        return self.publish(messages, identifier=identifier, kind=kind, log_offsets=log_offsets,
+                            overwrite=overwrite, base=base).snapshot_id
+
+    def publish(
+        self,
+        messages: Sequence[CommitMessage],
+        *,
+        identifier: int,
+        kind: CommitKind = CommitKind.APPEND,
+        log_offsets: Mapping[int, int] | None = None,
+        overwrite: Overwrite = None,
+        base: LiveFiles | None = None,
+    ) -> CommitResult:
+        """Like `commit`, with the live files after it. `base`: the live files of the snapshot the messages were
+        written on; used as is while that snapshot is still the latest (no manifest is read then)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
-        for attempt in range(self.store.options.commit_max_retries + 1):
-            done = self.find_committed(identifier) if self._may_have_committed else None
-            if done is not None:
-                return done
-            latest = self.store.snapshots.latest()
-            live = self.store.live_entries(latest)
+        budget = RetryBudget(self.store.options)
+        while True:
+            if self._may_have_committed and kind != CommitKind.COMPACT:
+                done = self.find_committed(identifier)
+                if done is not None:
+                    return CommitResult(done, None)
+            self.store.check_identity()
+            latest_id = self.store.snapshots.latest_id()
+            if base is None or base.snapshot_id != latest_id:
+                base = self.store.live_files(None if latest_id is None else self.store.snapshots.get(latest_id))
+            latest, live = base.snapshot, dict(base.entries)
             delta = self._build(messages, live, overwrite)
             if not delta.entries and not log_offsets and overwrite is None:
-                return None if latest is None else latest.id
+                return CommitResult(None if latest is None else latest.id, base)
             self._validate(delta, live, kind)
             written: list[str] = []
-            snapshot = self._prepare_snapshot(latest, live, delta, identifier, kind, log_offsets or {}, written)
+            snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written)
             if self.store.snapshots.try_publish(snapshot):
                 self._may_have_committed = True
                 log.info("table %s: committed snapshot %s (%s)", self.store.table_name, snapshot.id, kind.value)
-                return snapshot.id
+                return CommitResult(snapshot.id, base.after(snapshot, manifests, delta.entries))
             log.info("table %s: snapshot %s taken by another writer, retrying", self.store.table_name, snapshot.id)
             for name in written:
                 self.store.io.delete(self.store.paths.manifest_file(name))
-            time.sleep(min(0.001 * 2**attempt, 0.5))
-        raise CommitRetriesExhaustedError(
-            f"table {self.store.table_name!r}: gave up after {self.store.options.commit_max_retries} retries, "
-            "other writers kept committing first"
-        )
+            if not budget.retry():
+                raise CommitRetriesExhaustedError(
+                    f"table {self.store.table_name!r}: gave up after {budget.describe()}, other writers kept "
+                    "committing first (nothing was committed; a retry is safe)"
+                )
 
     def _build(
         self, messages: Sequence[CommitMessage], live: dict[tuple[Partition, int, str], ManifestEntry], overwrite: Overwrite
@@ -132,12 +167,13 @@ class FileStoreCommit:
     def _validate(
         self, delta: _Delta, live: dict[tuple[Partition, int, str], ManifestEntry], kind: CommitKind
     ) -> None:
-        """4. Every deleted file is live; appended primary-key files sort after every remaining live file of their
-        bucket (else another writer's sequence numbers tie with ours and one update would be lost)."""
+        """4. Every deleted file is live; appended files sort after every remaining live file of their bucket
+        (else another writer's sequence numbers tie with ours: one update would be lost, or, without a primary
+        key, counts would apply in no defined order; see filestore.countmerge)."""
         gone = [e.file.file_name for e in delta.entries if e.kind == FileKind.DELETE and e.identifier not in live]
         if gone:
             raise CommitConflictError(self.store.table_name, gone)
-        if kind == CommitKind.COMPACT or not self.store.schema.has_primary_key:
+        if kind == CommitKind.COMPACT:
             return
         deleted = {e.identifier for e in delta.entries if e.kind == FileKind.DELETE}
         max_live: dict[tuple[Partition, int], int] = {}
@@ -155,35 +191,32 @@ class FileStoreCommit:
 
     def _prepare_snapshot(
         self,
-        latest: Snapshot | None,
-        live: dict[tuple[Partition, int, str], ManifestEntry],
+        base: LiveFiles,
         delta: _Delta,
         identifier: int,
         kind: CommitKind,
         log_offsets: Mapping[int, int],
         written: list[str],
-    ) -> Snapshot:
+    ) -> tuple[Snapshot, tuple[ManifestFileMeta, ...]]:
+        """5. The new manifests and the snapshot naming them; also every manifest the snapshot references."""
         mio = self.store.manifests
         schema_id = self.store.schema.id
-        base: list[ManifestFileMeta] = []
-        if latest is not None:
-            base = mio.read_manifest_list(latest.base_manifest_list) + mio.read_manifest_list(
-                latest.delta_manifest_list
-            )
-        if len(base) > self.store.options.manifest_merge_min_count:
-            merged = mio.write_manifest(list(live.values()), schema_id)  # full merge: only live ADDs remain
+        latest = base.snapshot
+        manifests: list[ManifestFileMeta] = list(base.manifests)
+        if len(manifests) > self.store.options.manifest_merge_min_count:
+            merged = mio.write_manifest(list(base.entries.values()), schema_id)  # full merge: only live ADDs remain
             written.append(merged.file_name)
-            base = [merged]
+            manifests = [merged]
         delta_meta = mio.write_manifest(delta.entries, schema_id)
         written.append(delta_meta.file_name)
-        base_list = mio.write_manifest_list(base)
+        base_list = mio.write_manifest_list(manifests)
         written.append(base_list)
         delta_list = mio.write_manifest_list([delta_meta])
         written.append(delta_list)
         total = 0 if latest is None else latest.total_record_count
         offsets = dict(latest.log_offsets) if latest is not None else {}
         offsets.update(log_offsets)
-        return Snapshot(
+        snapshot = Snapshot(
             id=1 if latest is None else latest.id + 1,
             schema_id=schema_id,
             base_manifest_list=base_list,
@@ -196,3 +229,4 @@ class FileStoreCommit:
             delta_record_count=delta.added_rows - delta.deleted_rows,
             log_offsets=offsets,
         )
+        return snapshot, (*manifests, delta_meta)

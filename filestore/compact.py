@@ -1,17 +1,18 @@
 """Compaction of one table: pick runs per bucket (compact_pick), read them merged the one way reads do
 (`SplitRead.read_run`: the one merge function, or no merge for a single run), write the result as a run at the output
 level, and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets compact in parallel
-on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with CommitConflictError; the
-data stays correct and compaction simply runs again later."""
+on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with
+CommitConflictError; the data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from typing import TYPE_CHECKING, Collection
+from concurrent.futures import wait
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from filestore import compact_pick
-from filestore.meta import CommitMessage, DataFileMeta, Partition, Snapshot
-from filestore.parallel import pool, wait_all
+from filestore.live import LiveFiles
+from filestore.meta import CommitMessage, Partition, Snapshot
+from filestore.parallel import pool
 from filestore.scan import Split
 
 if TYPE_CHECKING:
@@ -24,14 +25,24 @@ def num_levels(store: "FileStore") -> int:
     return store.options.compaction_trigger + 1
 
 
+def sorted_run_counts(live: LiveFiles, buckets: Collection[tuple[Partition, int]] | None = None
+                      ) -> dict[tuple[Partition, int], int]:
+    """How many sorted runs each bucket (of `buckets`, when given) has in `live`."""
+    return {where: len(compact_pick.sorted_runs(files)) for where, files in live.files_by_bucket(buckets).items()}
+
+
 def plan_compaction(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
-    buckets: Collection[tuple[Partition, int]] | None = None,
+    buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
+    trigger: int | None = None, partitions: Callable[[Partition], bool] | None = None,
 ) -> list[tuple[Partition, int, compact_pick.CompactUnit]]:
-    grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
-    for e in store.live_entries(snapshot).values():
-        if buckets is None or (e.partition, e.bucket) in buckets:
-            grouped[(e.partition, e.bucket)].append(e.file)
+    """What to compact per bucket (of `buckets` / of the partitions `partitions` accepts, when given). `live`: the
+    live files of `snapshot` when the caller has them (else they are read). `trigger`: the run count to pick down
+    to instead of `num-sorted-run.compaction-trigger` (a writer at its stop trigger)."""
+    if live is None:
+        live = store.live_files(snapshot)
+    grouped = {where: files for where, files in live.files_by_bucket(buckets).items()
+               if partitions is None or partitions(where[0])}
     o, levels = store.options, num_levels(store)
     plans = []
     for (partition, bucket), files in sorted(grouped.items()):
@@ -39,7 +50,7 @@ def plan_compaction(
         unit = (
             compact_pick.full(runs, num_levels=levels)
             if full
-            else compact_pick.pick(runs, num_levels=levels, trigger=o.compaction_trigger,
+            else compact_pick.pick(runs, num_levels=levels, trigger=trigger or o.compaction_trigger,
                                    max_size_amp=o.compaction_max_size_amplification_percent,
                                    size_ratio=o.compaction_size_ratio)
         )
@@ -50,11 +61,20 @@ def plan_compaction(
 
 def compact(
     store: "FileStore", snapshot: Snapshot | None, *, full: bool = False,
-    buckets: Collection[tuple[Partition, int]] | None = None,
+    buckets: Collection[tuple[Partition, int]] | None = None, live: LiveFiles | None = None,
+    trigger: int | None = None, partitions: Callable[[Partition], bool] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[CommitMessage]:
-    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT."""
-    writer = store.data_file_writer()
-    reader = store.new_read()
+    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT. Buckets are
+    rewritten in parallel on the worker pool. If rewriting a bucket fails, the files already written for the others
+    are deleted before the error propagates. `progress(done, total)` is called with the bytes of input files
+    rewritten so far, before and after each bucket (in plan order)."""
+    plans = plan_compaction(store, snapshot, full=full, buckets=buckets, live=live, trigger=trigger,
+                            partitions=partitions)
+    total, done = sum(f.file_size for _, _, unit in plans for f in unit.files), 0
+    if progress is not None:
+        progress(0, total)
+    writer, reader = store.data_file_writer(), store.new_read()
 
     def rewrite(plan: tuple[Partition, int, compact_pick.CompactUnit]) -> CommitMessage:
         partition, bucket, unit = plan
@@ -65,9 +85,29 @@ def compact(
                   len(added), unit.output_level)
         return CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files)
 
-    plans = plan_compaction(store, snapshot, full=full, buckets=buckets)
-    if len(plans) <= 1:
-        return [rewrite(p) for p in plans]
-    futures = [pool().submit(rewrite, p) for p in plans]
-    wait_all(futures)
-    return [f.result() for f in futures]
+    messages: list[CommitMessage] = []
+    futures = [pool().submit(rewrite, p) for p in plans] if len(plans) > 1 else []
+    try:
+        for i, plan in enumerate(plans):
+            messages.append(futures[i].result() if futures else rewrite(plan))
+            done += sum(f.file_size for f in plan[2].files)
+            if progress is not None:
+                progress(done, total)
+    except BaseException:
+        wait(futures)  # no rewrite outlives the failure: the files of every finished one are deleted too
+        messages += [f.result() for f in futures[len(messages):] if not f.cancelled() and f.exception() is None]
+        delete_added_files(store, messages)
+        raise
+    return messages
+
+
+def delete_added_files(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
+    """Delete the files `messages` add (a commit that was never published); a failure to delete is logged only
+    (what remains is an orphan, for `remove_orphan_files`)."""
+    for m in messages:
+        for f in m.added:
+            path = store.data_file_path(m.partition, m.bucket, f.file_name)
+            try:
+                store.io.delete(path)
+            except OSError as e:
+                log.warning("could not delete %s of a failed commit: %s", path, e)

@@ -2,8 +2,20 @@
 from __future__ import annotations
 
 
+def _restore(cls: type, args: tuple, state: dict) -> BaseException:  # type: ignore[type-arg]
+    """Unpickle an error without calling its `__init__` (whose arguments differ from `args`)."""
+    error: BaseException = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class FileStoreError(Exception):
     """Root of every error the file store raises."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Errors cross process boundaries (Spark workers, writer processes) intact, whatever their `__init__`."""
+        return (_restore, (type(self), self.args, self.__dict__))
 
 
 class CommitConflictError(FileStoreError):
@@ -20,9 +32,9 @@ class CommitConflictError(FileStoreError):
 
 
 class SequenceConflictError(CommitConflictError):
-    """Another writer committed to the same primary-key bucket since this writer started: its sequence numbers
-    would tie with ours and one update would be lost. Re-plan the write on the latest snapshot (Table.write
-    does so itself)."""
+    """Another writer committed to the same bucket since this writer started: its sequence numbers would tie with
+    ours and one update would be lost (or counts apply in no defined order). Re-plan the write on the latest
+    snapshot (Table.write does so itself)."""
 
     def __init__(self, table: str, buckets: list[str]) -> None:
         FileStoreError.__init__(
@@ -43,11 +55,13 @@ class SnapshotNotFoundError(FileStoreError):
 
 
 class CorruptFileError(FileStoreError):
-    """A metadata or data file could not be parsed; names the file."""
+    """A metadata or data file is missing, unreadable or could not be parsed; names the file (and the table)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"corrupt file {path}: {reason}")
+    def __init__(self, path: str, reason: str, table: str | None = None) -> None:
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}corrupt file {path}: {reason}")
         self.path = path
+        self.table = table
 
 
 class SchemaMismatchError(FileStoreError):
@@ -64,3 +78,16 @@ class KeyCodecError(FileStoreError):
 
 class InvalidWriteError(FileStoreError):
     """A write is malformed: bad row kinds, rows outside a static overwrite partition, null primary keys..."""
+
+
+class TableDroppedError(FileStoreError):
+    """The table this handle was loaded from was dropped (and maybe created again under the same name, as another
+    table): nothing was written. Load the table again to write to the new one."""
+
+    def __init__(self, table: str, path: str, recreated: bool) -> None:
+        what = "was dropped and created again (another table now)" if recreated else "was dropped"
+        super().__init__(f"table {table!r} at {path} {what} since this handle was loaded: nothing was written; "
+                         "get the table from the catalog again")
+        self.table = table
+        self.path = path
+        self.recreated = recreated

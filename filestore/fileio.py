@@ -125,7 +125,11 @@ class FileIO:
         if self._local:
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             self.write_bytes(tmp, data)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except OSError:  # e.g. a directory in the hint's place: leave no temp file behind
+                os.unlink(tmp)
+                raise
         else:
             self.write_bytes(path, data)
 

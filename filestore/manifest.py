@@ -7,7 +7,8 @@ manifests of a snapshot. Replaying every entry of a snapshot's manifests in orde
 from __future__ import annotations
 
 import io as _io
-from typing import Any, Iterable, Sequence
+import zlib
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import fastavro
 
@@ -15,6 +16,9 @@ from filestore.errors import CorruptFileError
 from filestore.fileio import FileIO
 from filestore.meta import ColumnStats, DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
 from filestore.paths import TablePaths
+
+T = TypeVar("T")
+_DECODE_ERRORS = (ValueError, EOFError, StopIteration, zlib.error, KeyError, TypeError, IndexError, OverflowError)
 
 _STATS = {
     "type": "record",
@@ -127,9 +131,10 @@ def _entry_from_avro(r: dict) -> ManifestEntry:  # type: ignore[type-arg]
 class ManifestIO:
     """Reads and writes a table's manifests and manifest lists."""
 
-    def __init__(self, io: FileIO, paths: TablePaths) -> None:
+    def __init__(self, io: FileIO, paths: TablePaths, table_name: str | None = None) -> None:
         self.io = io
         self.paths = paths
+        self.table_name = table_name
 
     def _write(self, name: str, schema: Any, records: Iterable[dict[str, object]]) -> int:
         buf = _io.BytesIO()
@@ -139,12 +144,27 @@ class ManifestIO:
         return len(data)
 
     def _read(self, name: str) -> list[dict]:  # type: ignore[type-arg]
+        """The records of a manifest or manifest list; CorruptFileError naming it when it is missing or damaged
+        (a snapshot names it, so it must be there: only expiration deletes it, after the snapshot)."""
         path = self.paths.manifest_file(name)
-        data = self.io.read_bytes(path)
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFileError(path, "missing, but a snapshot refers to it", self.table_name) from None
+        except OSError as e:
+            raise CorruptFileError(path, f"unreadable: {e}", self.table_name) from None
         try:
             return list(fastavro.reader(_io.BytesIO(data)))  # type: ignore[arg-type]
-        except (ValueError, EOFError, StopIteration) as e:
-            raise CorruptFileError(path, f"not an Avro manifest: {e}") from e
+        except _DECODE_ERRORS as e:
+            raise CorruptFileError(path, f"not an Avro manifest: {type(e).__name__}: {e}", self.table_name) from e
+
+    def _parse(self, name: str, parse: Callable[[dict], T]) -> list[T]:  # type: ignore[type-arg]
+        records = self._read(name)
+        try:
+            return [parse(r) for r in records]
+        except (KeyError, TypeError, ValueError) as e:
+            path = self.paths.manifest_file(name)
+            raise CorruptFileError(path, f"unexpected record: {type(e).__name__}: {e}", self.table_name) from e
 
     def write_manifest(self, entries: Sequence[ManifestEntry], schema_id: int) -> ManifestFileMeta:
         name = self.paths.new_manifest_name()
@@ -153,7 +173,7 @@ class ManifestIO:
         return ManifestFileMeta(name, size, added, len(entries) - added, schema_id)
 
     def read_manifest(self, name: str) -> list[ManifestEntry]:
-        return [_entry_from_avro(r) for r in self._read(name)]
+        return self._parse(name, _entry_from_avro)
 
     def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> str:
         name = self.paths.new_manifest_list_name()
@@ -171,12 +191,9 @@ class ManifestIO:
         return name
 
     def read_manifest_list(self, name: str) -> list[ManifestFileMeta]:
-        return [
-            ManifestFileMeta(
-                r["_FILE_NAME"], r["_FILE_SIZE"], r["_NUM_ADDED_FILES"], r["_NUM_DELETED_FILES"], r["_SCHEMA_ID"]
-            )
-            for r in self._read(name)
-        ]
+        return self._parse(name, lambda r: ManifestFileMeta(
+            r["_FILE_NAME"], r["_FILE_SIZE"], r["_NUM_ADDED_FILES"], r["_NUM_DELETED_FILES"], r["_SCHEMA_ID"]
+        ))
 
 
 def live_entries(entries: Iterable[ManifestEntry]) -> dict[tuple[tuple[str, ...], int, str], ManifestEntry]:

@@ -6,14 +6,15 @@ filestore.meta.ValueKind) and, for tables without a primary key, `_VALUE_COUNT` 
 Rules:
 - Primary-key table: per key the record with the highest sequence number wins; a winning DELETE removes the key.
   Sequence numbers are unique per bucket, so the winner is unique.
-- Table without a primary key: the key is the whole row, the value a count; counts of equal rows are summed
-  (ADD counts +n, DELETE -n); a row with count n reads as n rows, count <= 0 reads as nothing.
+- Table without a primary key: the key is the whole row, the value a count; records of equal rows apply in
+  sequence order, each moving the count to max(0, count + delta) (ADD +n, DELETE -n): a retraction of a row that is
+  not there is ignored (filestore.countmerge says why merges of any contiguous runs stay exact). A row with count n
+  reads as n rows.
 
 `final=False` (flush, partial compaction) keeps DELETE winners: older runs that are not part of the merge may still
 hold the key. `final=True` (read, full compaction of every run) drops them.
-Counts are summed the same way in both modes and only zero counts are dropped: a negative count (a retraction of a
-row not yet added) is kept even by a full compaction, so that a later +1 still cancels it; otherwise what a read
-returns would depend on when compaction ran. `expand_counts` turns counts <= 0 into no row at read time.
+A non-final merge leaves at most two records per row of a count table (see filestore.countmerge); a final one
+leaves the row's count, dropping zero counts.
 The output is sorted by key: it is a sorted run. Everything is vectorised (Arrow sort/group_by, numpy), no
 per-row Python.
 """
@@ -25,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore.countmerge import fold_counts
 from filestore.meta import ValueKind
 
 SEQ = "_SEQUENCE_NUMBER"
@@ -47,6 +49,8 @@ def _first_of_each_key(sorted_table: pa.Table, key_columns: Sequence[str]) -> np
     for name in key_columns:
         col = sorted_table.column(name)
         differs = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+        if pa.types.is_floating(col.type):  # NaN is one key, equal to itself (keys are normalized: filestore.coerce)
+            differs = pc.and_(differs, pc.invert(pc.and_(pc.is_nan(col.slice(1)), pc.is_nan(col.slice(0, n - 1)))))
         # nulls only occur in whole-row keys: null vs null is the same key, null vs value a different one
         null_change = pc.not_equal(pc.is_null(col.slice(1)), pc.is_null(col.slice(0, n - 1)))
         first[1:] |= pc.or_kleene(pc.fill_null(differs, False), null_change).to_numpy(zero_copy_only=False)
@@ -108,9 +112,21 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
 def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) -> pa.Table:
     if records.num_rows == 0:
         return records
+    if pc.min(records.column(COUNT)).as_py() >= 0:  # nothing retracts: the counts simply add up (hash, no sort)
+        return _sum_counts(records, row_columns)
+    order = pc.sort_indices(records, sort_keys=[(c, "ascending") for c in row_columns] + [(SEQ, "ascending")])
+    ordered = records.take(order)
+    rows, seq, count = fold_counts(ordered.column(SEQ).to_numpy(), ordered.column(COUNT).to_numpy(),
+                                   _first_of_each_key(ordered, row_columns), final=final)
+    out = ordered.take(pa.array(rows))
+    for name, values in ((SEQ, seq), (COUNT, count)):
+        i = out.schema.get_field_index(name)
+        out = out.set_column(i, out.schema.field(i), pa.array(values, out.schema.field(i).type))
+    return out
+
+
+def _sum_counts(records: pa.Table, row_columns: Sequence[str]) -> pa.Table:
     grouped = records.group_by(list(row_columns), use_threads=False).aggregate([(COUNT, "sum"), (SEQ, "max")])
-    counts = grouped.column(f"{COUNT}_sum")
-    grouped = grouped.filter(pc.not_equal(counts, 0))  # negative counts survive even a final merge (see above)
     out = pa.table(
         {
             **{c: grouped.column(c) for c in row_columns},
@@ -122,6 +138,7 @@ def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) 
     out = out.select([n for n in records.schema.names if n in out.schema.names]).cast(
         pa.schema([records.schema.field(n) for n in records.schema.names if n in out.schema.names])
     )
+    out = out.filter(pc.not_equal(out.column(COUNT), 0))
     return out.take(pc.sort_indices(out, sort_keys=[(c, "ascending") for c in row_columns]))
 
 

@@ -21,3 +21,14 @@ class FileStoreOptions:
     compaction_max_size_amplification_percent: int
     compaction_size_ratio: int
     write_only: bool = False
+    num_sorted_run_stop_trigger: int | None = None  # None: compaction_trigger + 3
+    commit_timeout_ms: int = 60_000  # retries go on while this time or the count is left
+    commit_min_retry_wait_ms: int = 10
+    commit_max_retry_wait_ms: int = 10_000
+
+    @property
+    def stop_trigger(self) -> int:
+        """Sorted runs of a bucket at which a write waits for compaction."""
+        if self.num_sorted_run_stop_trigger is None:
+            return self.compaction_trigger + 3
+        return self.num_sorted_run_stop_trigger

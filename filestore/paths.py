@@ -7,8 +7,9 @@
     <table>/manifest/manifest-list-<uuid>-<n>.avro      Avro: manifest files of a snapshot
     <table>/<k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.<format>
 
-Partition values are rendered Hive-style: `str` of the value as Arrow casts it to string, with the characters
-Hive escapes written as %XX, and a null as __DEFAULT_PARTITION__.
+Partition values are rendered Hive-style (filestore.partition: Arrow's cast to string, a null as
+__DEFAULT_PARTITION__, a string that would read as it marked with a trailing '%'), with the characters Hive escapes
+written as %XX in directory names.
 """
 from __future__ import annotations
 

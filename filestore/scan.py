@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 from filestore.errors import SchemaMismatchError
 from filestore.keycodec import decode_value
 from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
-from filestore.paths import DEFAULT_PARTITION
+from filestore.partition import partition_value
 
 if TYPE_CHECKING:
     from filestore.store import FileStore
@@ -40,12 +40,6 @@ class Split:
     @property
     def row_count(self) -> int:
         return sum(f.row_count for f in self.files)
-
-
-def partition_value(rendered: str, type_: pa.DataType) -> pa.Scalar:
-    if rendered == DEFAULT_PARTITION:
-        return pa.scalar(None, type_)
-    return pa.scalar(rendered).cast(type_)
 
 
 def _bounds(lo: bytes, hi: bytes, type_: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:

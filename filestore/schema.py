@@ -1,13 +1,16 @@
 """Table schemas, versioned as JSON files `schema/schema-<id>` inside the table directory (on-disk format).
 
 A table exists exactly when `schema-0` exists: creating it is an exclusive create, so two concurrent
-CREATE TABLEs cannot both win. The Arrow schema is kept exactly (IPC bytes, base64) next to a readable list of fields.
+CREATE TABLEs cannot both win. Its identity is the `uuid` stamped into `schema-0` when it is created (on-disk field
+"uuid"; schemas written before it have none): a table dropped and created again under the same name is another
+table, and a handle of the first one must not write into the second (`FileStore.check_identity`). The Arrow schema is kept exactly (IPC bytes, base64) next to a readable list of fields.
 """
 from __future__ import annotations
 
 import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -29,6 +32,7 @@ class TableSchema:
     options: Mapping[str, str] = field(default_factory=dict)
     comment: str | None = None
     time_millis: int = 0
+    uuid: str | None = None  # the table's identity (on disk: "uuid"), stamped by SchemaManager.create
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -54,6 +58,7 @@ class TableSchema:
                 "options": dict(sorted(self.options.items())),
                 "comment": self.comment,
                 "timeMillis": self.time_millis,
+                **({"uuid": self.uuid} if self.uuid else {}),
                 "arrowSchema": base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode(),
             },
             indent=2,
@@ -72,6 +77,7 @@ class TableSchema:
                 options=dict(d["options"]),
                 comment=d.get("comment"),
                 time_millis=int(d.get("timeMillis", 0)),
+                uuid=d.get("uuid"),
             )
         except (KeyError, ValueError, TypeError, pa.ArrowInvalid) as e:
             raise CorruptFileError(path, f"not a table schema: {e}") from e
@@ -83,7 +89,8 @@ class SchemaManager:
         self.paths = paths
 
     def create(self, schema: TableSchema) -> bool:
-        """Publish `schema` as `schema-<id>`; False when that id already exists."""
+        """Publish `schema` as `schema-<id>`, stamped with its time and (for a new table) a fresh identity;
+        False when that id already exists."""
         stamped = TableSchema(
             id=schema.id,
             arrow_schema=schema.arrow_schema,
@@ -92,6 +99,7 @@ class SchemaManager:
             options=schema.options,
             comment=schema.comment,
             time_millis=schema.time_millis or int(time.time() * 1000),
+            uuid=schema.uuid or uuid.uuid4().hex,
         )
         return self.io.create_exclusive(self.paths.schema_file(schema.id), stamped.to_json().encode())
 
@@ -107,4 +115,8 @@ class SchemaManager:
 
     def get(self, schema_id: int) -> TableSchema:
         path = self.paths.schema_file(schema_id)
-        return TableSchema.from_json(self.io.read_bytes(path).decode(), path)
+        try:
+            text = self.io.read_bytes(path).decode()
+        except (OSError, UnicodeDecodeError) as e:  # missing after listing, a directory in its place, not text
+            raise CorruptFileError(path, f"unreadable table schema: {e}") from None
+        return TableSchema.from_json(text, path)

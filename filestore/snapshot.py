@@ -9,12 +9,15 @@ Invariants:
 """
 from __future__ import annotations
 
+import logging
 from typing import Iterator
 
-from filestore.errors import SnapshotNotFoundError
+from filestore.errors import CorruptFileError, SnapshotNotFoundError
 from filestore.fileio import FileIO
 from filestore.meta import Snapshot
 from filestore.paths import TablePaths, snapshot_id_of
+
+log = logging.getLogger(__name__)
 
 LATEST = "LATEST"
 EARLIEST = "EARLIEST"
@@ -27,9 +30,13 @@ class SnapshotManager:
         self.table_name = table_name
 
     def _hint(self, name: str) -> int | None:
+        """The hint's id, or None when it is missing or damaged (a hint only saves probing: nothing depends on it)."""
         try:
             return int(self.io.read_bytes(self.paths.hint_file(name)).decode().strip())
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:  # e.g. a directory in its place, bytes that are not a number
+            log.warning("table %s: ignoring the damaged hint %s: %s", self.table_name, self.paths.hint_file(name), e)
             return None
 
     def _listed_ids(self) -> list[int]:
@@ -72,7 +79,13 @@ class SnapshotManager:
             raise SnapshotNotFoundError(
                 f"table {self.table_name!r} has no snapshot {snapshot_id} (never written or expired)"
             ) from None
-        return Snapshot.from_json(data.decode(), path)
+        except OSError as e:
+            raise CorruptFileError(path, f"unreadable: {e}", self.table_name) from None
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as e:
+            raise CorruptFileError(path, f"not a snapshot: {e}", self.table_name) from None
+        return Snapshot.from_json(text, path)
 
     def latest(self) -> Snapshot | None:
         sid = self.latest_id()
@@ -105,11 +118,18 @@ class SnapshotManager:
         """Atomically create `snapshot-<id>`; False if another writer published that id first."""
         won = self.io.create_exclusive(self.paths.snapshot_file(snapshot.id), snapshot.to_json().encode())
         if won:
-            self.io.replace_hint(self.paths.hint_file(LATEST), str(snapshot.id).encode())
+            self._set_hint(LATEST, snapshot.id)
         return won
 
+    def _set_hint(self, name: str, snapshot_id: int) -> None:
+        """Best effort: the snapshot is published already, and a stale or damaged hint is only probed past."""
+        try:
+            self.io.replace_hint(self.paths.hint_file(name), str(snapshot_id).encode())
+        except OSError as e:
+            log.warning("table %s: could not update the hint %s: %s", self.table_name, self.paths.hint_file(name), e)
+
     def set_earliest_hint(self, snapshot_id: int) -> None:
-        self.io.replace_hint(self.paths.hint_file(EARLIEST), str(snapshot_id).encode())
+        self._set_hint(EARLIEST, snapshot_id)
 
     def delete(self, snapshot_id: int) -> None:
         self.io.delete(self.paths.snapshot_file(snapshot_id))

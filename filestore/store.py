@@ -12,9 +12,10 @@ import pyarrow.compute as pc
 
 from filestore.commit import FileStoreCommit
 from filestore.datafile import DataFileWriter
-from filestore.errors import SnapshotNotFoundError
+from filestore.errors import SnapshotNotFoundError, TableDroppedError
 from filestore.fileio import FileIO
-from filestore.manifest import ManifestIO, live_entries
+from filestore.live import LiveFiles, read_live_files
+from filestore.manifest import ManifestIO
 from filestore.meta import ManifestEntry, Partition, Snapshot
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
@@ -35,17 +36,29 @@ class FileStore:
         self.table_name = table_name
         self.paths = TablePaths(root, options.file_format)
         self.snapshots = SnapshotManager(io, self.paths, table_name)
-        self.manifests = ManifestIO(io, self.paths)
+        self.manifests = ManifestIO(io, self.paths, table_name)
+
+    # -- identity ------------------------------------------------------------------------------
+    def check_identity(self) -> None:
+        """TableDroppedError unless the table this store was loaded from is still there (same `schema-<id>`,
+        same uuid). Writers call it before writing any file and at every commit attempt, so a stale handle
+        neither recreates a dropped table's directory nor commits into a table created again under its name."""
+        path = self.paths.schema_file(self.schema.id)
+        try:
+            current = TableSchema.from_json(self.io.read_bytes(path).decode(), path)
+        except FileNotFoundError:
+            raise TableDroppedError(self.table_name, self.paths.root, recreated=False) from None
+        if current.uuid != self.schema.uuid:
+            raise TableDroppedError(self.table_name, self.paths.root, recreated=True)
 
     # -- metadata ------------------------------------------------------------------------------
+    def live_files(self, snapshot: Snapshot | None) -> LiveFiles:
+        """The live files of `snapshot` as a value (its manifests read once); pass it down rather than re-reading."""
+        return read_live_files(self.manifests, snapshot)
+
     def live_entries(self, snapshot: Snapshot | None) -> dict[tuple[Partition, int, str], ManifestEntry]:
         """The live data files of `snapshot`, keyed by (partition, bucket, file name)."""
-        if snapshot is None:
-            return {}
-        metas = self.manifests.read_manifest_list(snapshot.base_manifest_list) + self.manifests.read_manifest_list(
-            snapshot.delta_manifest_list
-        )
-        return live_entries(e for m in metas for e in self.manifests.read_manifest(m.file_name))
+        return dict(self.live_files(snapshot).entries)
 
     def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None) -> Snapshot | None:
         """The snapshot to read: a given id, the latest at or before a time, or the latest one."""
@@ -64,14 +77,11 @@ class FileStore:
     def new_read(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> SplitRead:
         return SplitRead(self, columns, filter)
 
-    def new_write(self, base: Snapshot | None = None) -> FileStoreWrite:
-        """A writer whose sequence numbers continue from `base` (default: the latest snapshot)."""
-        snapshot = base if base is not None else self.snapshots.latest()
-        max_seq: dict[tuple[Partition, int], int] = {}
-        for e in self.live_entries(snapshot).values():
-            where = (e.partition, e.bucket)
-            max_seq[where] = max(max_seq.get(where, -1), e.file.max_sequence_number)
-        return FileStoreWrite(self, max_seq)
+    def new_write(self, base: LiveFiles | None = None) -> FileStoreWrite:
+        """A writer whose sequence numbers continue from `base`, the live files of the snapshot it writes on
+        (default: read those of the latest snapshot)."""
+        live = base if base is not None else self.live_files(self.snapshots.latest())
+        return FileStoreWrite(self, live.max_sequence_numbers())
 
     def new_commit(self, commit_user: str | None = None, *, new_user: bool = False) -> FileStoreCommit:
         """A committer for `commit_user` (a fresh one when None). `new_user=True` promises that user has never

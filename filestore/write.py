@@ -19,11 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.bucket import bucket_of
+from filestore.coerce import conform_table, normalize_keys
 from filestore.errors import InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
 from filestore.parallel import pool, pool_size, wait_all
-from filestore.paths import DEFAULT_PARTITION
+from filestore.partition import check_partition_names, render_partition_column
 
 if TYPE_CHECKING:
     from filestore.store import FileStore
@@ -51,12 +52,6 @@ class _Memtable:
     pending: list["Future[list[DataFileMeta]]"] = field(default_factory=list)
 
 
-def render_partition_column(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Hive rendering of partition values (see filestore.paths): Arrow's string cast, nulls as the default name."""
-    rendered = pc.cast(column, pa.string())
-    return pc.fill_null(rendered, DEFAULT_PARTITION)
-
-
 class FileStoreWrite:
     def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int]) -> None:
         self.store = store
@@ -80,16 +75,16 @@ class FileStoreWrite:
             raise SchemaMismatchError(
                 f"table {self.store.table_name!r}: input has columns {extra} not in the table ({target.names})"
             )
-        try:
-            conformed = data.select(target.names).cast(target)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as e:
-            raise SchemaMismatchError(f"table {self.store.table_name!r}: input does not fit the schema: {e}") from e
+        conformed = normalize_keys(conform_table(self.store.table_name, data, target), self.schema.key_columns)
+        check_partition_names(self.store.table_name, self.schema.partition_keys, conformed)
         return conformed
 
-    def write(self, data: pa.Table, kinds: np.ndarray | None = None) -> np.ndarray:
+    def write(self, data: pa.Table, kinds: np.ndarray | None = None, *, conformed: bool = False) -> np.ndarray:
         """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None). Returns each row's
-        bucket (the log store writes a row to the Kafka partition of that number)."""
-        data = self.conform(data)
+        bucket (the log store writes a row to the Kafka partition of that number). `conformed`: `data` is the
+        result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
+        if not conformed:
+            data = self.conform(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)

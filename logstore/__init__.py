@@ -1,5 +1,49 @@
-"""The log store: a Kafka topic per table carrying its changes (+I/-U/+U/-D) in an open format."""
-from logstore.changes import ROW_KIND_COLUMN, RowKind
-from logstore.errors import BrokerError, LogFormatError, LogStoreError
+"""The log store: a Kafka topic per table carrying its changes (+I/-U/+U/-D) in an open format.
 
-__all__ = ["BrokerError", "LogFormatError", "LogStoreError", "ROW_KIND_COLUMN", "RowKind"]
+What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
+from logstore.changes import (
+    ADDITION_VALUES,
+    ADDITIONS,
+    IS_ADDITION,
+    RETRACTION_VALUES,
+    RETRACTIONS,
+    ROW_KIND_COLUMN,
+    ROW_KIND_VALUES,
+    RowKind,
+    addition_mask,
+    check_row_kinds,
+    insert_kinds,
+    row_kinds_of,
+)
+from logstore import broker
+from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
+from logstore.formats.factory import get_format
+from logstore.options import LogStoreOptions
+from logstore.reader import LogReader
+from logstore.store import LogStore
+from logstore.writer import LogWriter
+
+__all__ = [
+    "ADDITIONS",
+    "ADDITION_VALUES",
+    "BrokerError",
+    "IS_ADDITION",
+    "InvalidRowKindError",
+    "LogFormatError",
+    "LogReader",
+    "LogStore",
+    "LogStoreError",
+    "LogStoreOptions",
+    "LogWriter",
+    "RETRACTIONS",
+    "RETRACTION_VALUES",
+    "ROW_KIND_COLUMN",
+    "ROW_KIND_VALUES",
+    "RowKind",
+    "addition_mask",
+    "broker",
+    "check_row_kinds",
+    "get_format",
+    "insert_kinds",
+    "row_kinds_of",
+]

@@ -2,8 +2,20 @@
 from __future__ import annotations
 
 
+def _restore(cls: type, args: tuple, state: dict) -> BaseException:  # type: ignore[type-arg]
+    """Unpickle an error without calling its `__init__` (whose arguments differ from `args`)."""
+    error: BaseException = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class LogStoreError(Exception):
     """Root of every error the log store raises."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Errors cross process boundaries (Spark workers, writer processes) intact, whatever their `__init__`."""
+        return (_restore, (type(self), self.args, self.__dict__))
 
 
 class BrokerError(LogStoreError):
@@ -47,3 +59,17 @@ class LogFormatError(LogStoreError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class InvalidRowKindError(LogFormatError):
+    """A `_row_kind` column holds something other than +I, -U, +U, -D (a bad value, a null, or a non-string
+    column). Names the table when known, the distinct bad values (`kinds`) and how many rows hold them (`count`)."""
+
+    def __init__(self, reason: str, *, table: str | None = None, kinds: list[object] | None = None,
+                 count: int = 0) -> None:
+        where = f"table {table!r}: " if table else ""
+        super().__init__(f"{where}{reason}")
+        self.detail = reason
+        self.table = table
+        self.kinds = kinds or []
+        self.count = count

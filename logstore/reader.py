@@ -7,6 +7,12 @@ consumer as OFFSET_END: that would be resolved at its first fetch and skip what 
 Reading stops after `max_records` rows or when no record arrived for `idle_timeout_s`; a record is handed on as
 soon as it arrives (the poll loop never holds arrived records back to fill a batch).
 Positions are the reader's own (never committed to a consumer group): `positions` tells where to resume.
+
+What comes out is a valid changelog for the topic's changelog mode (row kinds checked by logstore.changes):
+- `all`: every change as written (+I, -U, +U, -D);
+- `upsert`: an upsert stream keyed by the primary key: +I/+U (the row is now this) and -D (may carry only the key),
+  never -U (an UPDATE_BEFORE a foreign producer wrote, e.g. a Debezium "u" event, is dropped: the +U after it
+  says the same). Turning it into a full changelog takes per-key state: `tablestore` normalizes it.
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import time
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from logstore.changes import ROW_KIND_COLUMN, RowKind, check_row_kinds
 from logstore.errors import LogStoreError
 from logstore.formats.base import FormatBase, MessageRef
 from logstore.kafka import KafkaAdmin, consumer_config
@@ -106,7 +114,7 @@ class LogReader:
                     partition, offset = m.partition(), m.offset()
                     if partition is not None and offset is not None:
                         self.positions[partition] = offset + 1
-                batch = decoded.batch
+                batch = self._as_changelog(decoded.batch)
                 if max_records is not None and emitted + batch.num_rows > max_records:
                     batch = batch.slice(0, max_records - emitted)
                 if batch.num_rows:
@@ -114,3 +122,13 @@ class LogReader:
                     yield batch
         finally:
             consumer.close()
+
+    def _as_changelog(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The decoded batch as a valid changelog of the topic's mode (see the module docstring)."""
+        kinds = batch.column(ROW_KIND_COLUMN)
+        check_row_kinds(kinds, table=self.options.topic)
+        if self.options.changelog_mode == "upsert" and batch.num_rows:
+            before = pc.equal(kinds, RowKind.UPDATE_BEFORE.value)
+            if pc.any(before).as_py():
+                batch = batch.filter(pc.invert(before))
+        return batch

@@ -2,9 +2,13 @@
 """Set up the project from nothing but the system Python, then run the demo or the tests.
 
     python3 scripts/dev.py demo    # create .venv, install tablestore, run the demo
-    python3 scripts/dev.py test    # create .venv, install tablestore with dev extras, run the whole suite
+    python3 scripts/dev.py test    # create .venv, install tablestore with dev extras, run the whole suite, then
+                                   # the Spark tests on the oldest and newest supported PySpark (test-spark-matrix)
+    python3 scripts/dev.py test-spark-matrix [VERSION ...]   # only the Spark tests, each PySpark in its own venv
     python3 scripts/dev.py setup   # only the set-up
 
+The development default PySpark (the `dev` extra) is the newest one delta-spark supports, so the Delta tests run
+in the whole suite; `.venv-spark-<version>` holds each other PySpark of the matrix (tablestore[spark,test]).
 The set-up is idempotent: it re-installs only when pyproject.toml changed since the last install.
 """
 from __future__ import annotations
@@ -20,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".tablestore-installed"
+SPARK_MATRIX = ("4.1.0", "4.3.0")
+"""The oldest and the newest supported PySpark (pyproject's `spark` extra); the default (`dev`) is in between."""
+SPARK_TESTS = "tests/tablestore/spark"
 
 
 def _run(cmd: list[str], **kwargs: object) -> int:
@@ -27,18 +34,37 @@ def _run(cmd: list[str], **kwargs: object) -> int:
     return subprocess.call(cmd, cwd=ROOT, **kwargs)  # type: ignore[arg-type]
 
 
-def setup() -> None:
-    if not PY.exists():
-        print(f"creating virtual environment at {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        if _run([str(PY), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]) != 0:
+def _venv(path: Path, requirements: list[str]) -> Path:
+    """`path` holding an editable tablestore with `requirements`; re-installed when pyproject.toml changed."""
+    python = path / "bin" / "python"
+    stamp = path / ".tablestore-installed"
+    if not python.exists():
+        print(f"creating virtual environment at {path}", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(path)
+        if _run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]) != 0:
             sys.exit("pip upgrade failed")
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest:
-        return
-    if _run([str(PY), "-m", "pip", "install", "--quiet", "-e", ".[dev]"]) != 0:
-        sys.exit("installing tablestore into .venv failed")
-    STAMP.write_text(digest)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + " ".join(requirements).encode()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return python
+    if _run([str(python), "-m", "pip", "install", "--quiet", *requirements]) != 0:
+        sys.exit(f"installing tablestore into {path} failed")
+    stamp.write_text(digest)
+    return python
+
+
+def setup() -> None:
+    _venv(VENV, ["-e", ".[dev]"])
+
+
+def test_spark_matrix(versions: list[str], pytest_args: list[str]) -> int:
+    """The Spark tests on each PySpark version, each in its own venv; the worst exit code."""
+    worst = 0
+    for version in versions:
+        python = _venv(ROOT / f".venv-spark-{version}", ["-e", ".[spark,test]", f"pyspark=={version}"])
+        print(f"== Spark tests on PySpark {version}", flush=True)
+        code = _run([str(python), "-m", "pytest", "-p", "no:cacheprovider", SPARK_TESTS, *pytest_args])
+        worst = worst or code
+    return worst
 
 
 def main(argv: list[str]) -> int:
@@ -54,8 +80,14 @@ def main(argv: list[str]) -> int:
         code = _run([str(PY), "-m", "pytest", *rest], env=env)
         if code == 5:
             print("pytest collected no tests", file=sys.stderr)
-        return code
-    sys.exit(f"unknown command {command!r}: use demo, test or setup")
+        if rest:   # a selection of tests: the default PySpark only
+            return code
+        matrix = test_spark_matrix(list(SPARK_MATRIX), [])
+        return code or matrix
+    if command == "test-spark-matrix":
+        versions = [a for a in rest if not a.startswith("-")] or list(SPARK_MATRIX)
+        return test_spark_matrix(versions, [a for a in rest if a.startswith("-")])
+    sys.exit(f"unknown command {command!r}: use demo, test, test-spark-matrix or setup")
 
 
 if __name__ == "__main__":

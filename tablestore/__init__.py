@@ -6,7 +6,7 @@
     t = cat.create_table("db.orders", schema=..., primary_key=["id"])
     t.write(data); t.read()
 """
-from catalog.errors import (
+from catalog import (
     CatalogError,
     DatabaseAlreadyExistsError,
     DatabaseNotEmptyError,
@@ -17,22 +17,24 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from filestore.errors import (
+from filestore import (
     CommitConflictError,
     FileStoreError,
     InvalidWriteError,
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
+    TableDroppedError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import InvalidRowKindError, TableStoreError
+from tablestore.errors import CompactionError, InvalidRowKindError, TableStoreError
 from tablestore.table import SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
     "CatalogError",
     "CommitConflictError",
+    "CompactionError",
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",
@@ -48,6 +50,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "Table",
     "TableAlreadyExistsError",
+    "TableDroppedError",
     "TableNotFoundError",
     "TableStoreError",
 ]

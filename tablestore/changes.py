@@ -7,69 +7,64 @@ N contains (written in the same commit, see tablestore.writer), so the log is re
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterator
+from typing import Callable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 
-from filestore.meta import Snapshot
-from logstore.changes import ROW_KIND_COLUMN, RowKind
-from logstore.reader import LogReader
+from filestore import FileStore, Snapshot
+from logstore import ROW_KIND_COLUMN, LogReader, LogStore, insert_kinds
 from tablestore.errors import TableStoreError
-from tablestore.materializer import ChangelogNormalizer
-
-if TYPE_CHECKING:
-    from tablestore.table import Table
+from tablestore.materializer.normalize_arrow import ArrowChangelogNormalizer
 
 log = logging.getLogger(__name__)
 SCANS = ("full", "latest", "from-timestamp")
+ReadBatches = Callable[..., Iterator[pa.RecordBatch]]
 
 
-def _with_kind(batch: pa.RecordBatch, kind: RowKind) -> pa.RecordBatch:
-    kinds = pa.array(np.full(batch.num_rows, kind.value, dtype=object), pa.string())
-    return pa.RecordBatch.from_arrays([kinds, *batch.columns], names=[ROW_KIND_COLUMN, *batch.schema.names])
+def _as_inserts(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([insert_kinds(batch.num_rows), *batch.columns],
+                                      names=[ROW_KIND_COLUMN, *batch.schema.names])
 
 
 def read_changes(
-    table: "Table", *, scan: str | None, timestamp_ms: int | None, max_records: int | None, timeout_s: float
+    name: str, store: FileStore, log_store: LogStore | None, read_batches: ReadBatches, *,
+    schema: pa.Schema, primary_key: Sequence[str], scan: str | None, timestamp_ms: int | None,
+    max_records: int | None, timeout_s: float,
 ) -> Iterator[pa.RecordBatch]:
     """Check the arguments and pin where the changes start (the snapshot of `full`, the end offsets of `latest`,
     the offsets of `from-timestamp`) now, at the call: a `latest` reader sees every change committed after it was
     asked for, even those committed before it is first iterated. The batches come from the returned iterator."""
-    log_store = table._handle.log
     if log_store is None:
-        raise TableStoreError(f"table {table.name!r} has no log store (log.system = none): read it with read()")
+        raise TableStoreError(f"table {name!r} has no log store (log.system = none): read it with read()")
     options = log_store.options
     scan = scan or options.scan
     if scan not in SCANS:
-        raise TableStoreError(f"table {table.name!r}: scan must be one of {SCANS}, not {scan!r}")
+        raise TableStoreError(f"table {name!r}: scan must be one of {SCANS}, not {scan!r}")
     reader = log_store.new_reader()
     snapshot = None
     if scan == "full":
-        snapshot = table._handle.store.snapshots.latest()
+        snapshot = store.snapshots.latest()
         start = reader.start_at_offsets(snapshot.log_offsets if snapshot else {})
     elif scan == "latest":
         start = reader.start_at_end()
     else:
         ts = timestamp_ms if timestamp_ms is not None else options.scan_timestamp_ms
         if ts is None:
-            raise TableStoreError(f"table {table.name!r}: scan 'from-timestamp' needs timestamp_ms "
+            raise TableStoreError(f"table {name!r}: scan 'from-timestamp' needs timestamp_ms "
                                   "(or the option log.scan.timestamp-millis)")
         start = reader.start_at_timestamp(ts)
     normalizer = None
     if options.changelog_mode == "upsert":
-        names = table.schema.names
-        normalizer = ChangelogNormalizer(key=[names.index(k) for k in table.primary_key], generate_update_before=True,
-                                         row_types=[f.type for f in table.schema])
-    return _changes(table, reader, start, snapshot, normalizer, max_records, timeout_s)
+        normalizer = ArrowChangelogNormalizer(schema, primary_key, generate_update_before=True)
+    return _changes(read_batches, reader, start, snapshot, normalizer, max_records, timeout_s)
 
 
 def _changes(
-    table: "Table",
+    read_batches: ReadBatches,
     reader: LogReader,
     start: dict[int, int],
     snapshot: Snapshot | None,
-    normalizer: ChangelogNormalizer | None,
+    normalizer: ArrowChangelogNormalizer | None,
     max_records: int | None,
     timeout_s: float,
 ) -> Iterator[pa.RecordBatch]:
@@ -78,7 +73,7 @@ def _changes(
     def emit(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         nonlocal emitted
         if normalizer is not None:
-            out = normalizer.process_batch(pa.Table.from_batches([batch]))
+            out = normalizer.process_batch(batch)
             batches = out.combine_chunks().to_batches() if out.num_rows else []
         else:
             batches = [batch]
@@ -90,8 +85,8 @@ def _changes(
                 yield b
 
     if snapshot is not None:
-        for batch in table.read_batches(snapshot_id=snapshot.id):
-            yield from emit(_with_kind(batch, RowKind.INSERT))
+        for batch in read_batches(snapshot_id=snapshot.id):
+            yield from emit(_as_inserts(batch))
             if max_records is not None and emitted >= max_records:
                 return
     for batch in reader.read(start, idle_timeout_s=timeout_s):

@@ -1,19 +1,48 @@
-"""The `tablestore` command: a thin layer over the library. Every command takes `--output text|json`."""
+"""The `tablestore` command: a thin layer over the library.
+
+Global options (`--warehouse`, `--output text|json`) work before or after the command, as in git or kubectl.
+With `--output json` the result is JSON on stdout, and so is an error: {"error": message, "type": error class,
+"exit_code": n}. With text output an error is one line on stderr, never a traceback.
+
+Exit codes (also in the README):
+  0  success
+  1  usage: unknown command or option, bad argument, no warehouse given
+  2  the table or its data: not found, invalid definition or option, damaged files, bad input
+  3  the log store: Kafka unreachable or refusing (and `kafka status` when the broker is down)
+  4  a conflict with a concurrent writer: nothing was lost and nothing of this command was committed; retry it
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
-from typing import Any, Callable
+import time
+from typing import Any, Callable, NoReturn, Sequence
 
-from catalog.errors import CatalogError
-from filestore.errors import FileStoreError
-from logstore.errors import LogStoreError
+from catalog import CatalogError
+from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
+from logstore import LogStoreError
 from tablestore.catalog import Catalog
+from tablestore.cli_progress import progress_bar
 from tablestore.errors import TableStoreError
+from tablestore.table import Table
 
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
+EXIT_OK, EXIT_USAGE, EXIT_TABLE, EXIT_LOG, EXIT_CONFLICT = 0, 1, 2, 3, 4
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit 1)."""
+
+
+class ConflictError(Exception):
+    """A command lost a race with a concurrent writer (exit 4); the message says what to do."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _emit(args: argparse.Namespace, value: Any, text: Callable[[Any], str]) -> None:
@@ -26,31 +55,69 @@ def _emit(args: argparse.Namespace, value: Any, text: Callable[[Any], str]) -> N
 def _catalog(args: argparse.Namespace) -> Catalog:
     warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
     if not warehouse:
-        raise SystemExit(f"error: give --warehouse or set {WAREHOUSE_ENV}")
+        raise UsageError(f"give --warehouse or set {WAREHOUSE_ENV}")
     return Catalog(warehouse)
 
 
+def _partition_specs(args: argparse.Namespace) -> list[dict[str, str]]:
+    """`--partition k=v[,k2=v2]` (repeatable) as {column: value} specs."""
+    specs = []
+    for text in args.partition or ():
+        pairs = [p.partition("=") for p in text.split(",")]
+        if any(not k or not eq for k, eq, _ in pairs):
+            raise UsageError(f"--partition {text!r}: give column=value[,column=value...]")
+        specs.append({k: v for k, _, v in pairs})
+    return specs
+
+
+def _partitions(table: Table, specs: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+    """Per-partition detail of the partitions any spec selects (all without specs)."""
+    if not specs:
+        return list(table.describe()["partitions"])  # type: ignore[call-overload]
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        for p in table.describe(partition=spec)["partitions"]:  # type: ignore[attr-defined]
+            found[json.dumps(p["partition"], sort_keys=True, default=str)] = p
+    return [found[k] for k in sorted(found)]
+
+
+def _partition_name(values: dict[str, Any]) -> str:
+    return "/".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(table)"
+
+
 def _describe_text(d: dict[str, Any]) -> str:
-    lines = [f"table      {d['name']}", f"path       {d['path']}"]
-    lines += [f"column     {c['name']}: {c['type']}{'' if c['nullable'] else ' NOT NULL'}" for c in d["columns"]]
+    lines = [f"table        {d['name']}", f"path         {d['path']}", f"file format  {d['file_format']}"]
+    lines += [f"column       {c['name']}: {c['type']}{'' if c['nullable'] else ' NOT NULL'}" for c in d["columns"]]
     lines += [
         f"primary key  {', '.join(d['primary_key']) or '(none)'}",
         f"partitioned  {', '.join(d['partition_by']) or '(no)'}",
         f"buckets      {d['bucket']}",
     ]
-    for key, value in d.get("log", {}).items():
-        lines.append(f"log {key:<15}{value}")
-    lines += [f"option     {k} = {v}" for k, v in sorted(d["options"].items())]
+    lines += [f"log {key:<9}{value}" for key, value in d.get("log", {}).items()]
+    lines += [f"option       {k} = {v}" for k, v in sorted(d["options"].items())]
     snap = d["latest_snapshot"]
-    lines.append("snapshot   (none)" if snap is None else
-                 f"snapshot   {snap['id']} {snap['kind']} records={snap['total_record_count']}")
-    lines.append(f"files      {d['file_count']} ({d['total_file_size']} bytes), per level {d['files_per_level']}")
+    lines.append("snapshot     (none)" if snap is None else
+                 f"snapshot     {snap['id']} {snap['kind']} records={snap['total_record_count']}")
+    lines.append(f"modified     {d['last_modified'] or '(never)'}")
+    lines.append(f"files        {d['file_count']} ({d['total_file_size']} bytes), per level {d['files_per_level']}")
+    for p in d["partitions"]:
+        runs = ", ".join(f"{b}: {n}" for b, n in p["sorted_runs"].items())
+        lines.append(
+            f"partition    {_partition_name(p['partition'])}  files={p['file_count']} bytes={p['total_file_size']} "
+            f"runs per bucket {{{runs}}} {'compacted' if p['compacted'] else 'not compacted'} "
+            f"modified {p['last_modified']}"
+        )
     return "\n".join(lines)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    _emit(args, _catalog(args).get_table(args.table).describe(), _describe_text)
-    return 0
+    table = _catalog(args).get_table(args.table)
+    specs = _partition_specs(args)
+    detail = table.describe()
+    if specs:
+        detail["partitions"] = _partitions(table, specs)
+    _emit(args, detail, _describe_text)
+    return EXIT_OK
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
@@ -58,28 +125,62 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     _emit(args, snaps, lambda ss: "\n".join(
         f"{s['id']:>6}  {s['kind']:<9} records={s['total_record_count']:<10} delta={s['delta_record_count']}"
         for s in ss) or "(no snapshots)")
-    return 0
+    return EXIT_OK
+
+
+def _shape(partitions: Sequence[dict[str, Any]]) -> dict[str, int]:
+    runs = [n for p in partitions for n in p["sorted_runs"].values()]
+    return {"files": sum(p["file_count"] for p in partitions), "bytes": sum(p["total_file_size"] for p in partitions),
+            "buckets": len(runs), "max_runs_per_bucket": max(runs, default=0),
+            "buckets_with_one_run": sum(1 for n in runs if n == 1)}
+
+
+def _compact_text(d: dict[str, Any]) -> str:
+    b, a = d["before"], d["after"]
+    head = (f"nothing to compact in {d['table']}" if d["snapshot_id"] is None
+            else f"compacted {d['table']} in {d['seconds']:.2f} s: COMPACT snapshot {d['snapshot_id']}")
+    return "\n".join([
+        head,
+        f"  files                  {b['files']} -> {a['files']}",
+        f"  bytes                  {b['bytes']} -> {a['bytes']}",
+        f"  sorted runs per bucket max {b['max_runs_per_bucket']} -> {a['max_runs_per_bucket']} "
+        f"({a['buckets_with_one_run']} of {a['buckets']} buckets in one run)",
+    ])
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    sid = _catalog(args).get_table(args.table).compact(full=args.full)
-    _emit(args, {"snapshot_id": sid}, lambda d: "nothing to compact" if d["snapshot_id"] is None
-          else f"committed COMPACT snapshot {d['snapshot_id']}")
-    return 0
+    table = _catalog(args).get_table(args.table)
+    specs = _partition_specs(args)
+    before = _shape(_partitions(table, specs))
+    started = time.monotonic()
+    try:
+        with progress_bar(enabled=args.output == "text", description=f"compacting {table.name}") as progress:
+            sid = table.compact(full=args.full, partitions=specs or None, progress=progress)
+    except (CommitConflictError, CommitRetriesExhaustedError) as e:
+        raise ConflictError(
+            f"compaction of {table.name} lost a race with a concurrent writer ({e}). Nothing was lost: the "
+            f"compaction was not committed and the table holds everything the writers committed. Retrying is safe: "
+            f"run `tablestore compact {table.name}` again."
+        ) from None
+    seconds = time.monotonic() - started
+    after = _shape(_partitions(table, specs))
+    _emit(args, {"table": table.name, "snapshot_id": sid, "full": args.full, "partitions": specs,
+                 "seconds": round(seconds, 3), "before": before, "after": after}, _compact_text)
+    return EXIT_OK
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
     result = _catalog(args).get_table(args.table).expire_snapshots()
     _emit(args, {"expired": list(result.expired_snapshots), "deleted_files": result.deleted_files},
           lambda d: f"expired snapshots {d['expired'] or 'none'}, deleted {d['deleted_files']} files")
-    return 0
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tablestore.demo import run_demo
 
     run_demo(args.warehouse)
-    return 0
+    return EXIT_OK
 
 
 def cmd_kafka(args: argparse.Namespace) -> int:
@@ -88,49 +189,108 @@ def cmd_kafka(args: argparse.Namespace) -> int:
     if args.action == "start":
         address = broker.start()
         _emit(args, {"bootstrap": address}, lambda d: d["bootstrap"])
-        return 0
+        return EXIT_OK
     if args.action == "stop":
         stopped = broker.stop()
         _emit(args, {"stopped": stopped}, lambda d: "stopped" if d["stopped"] else "not running")
-        return 0
+        return EXIT_OK
     running = broker.status()
     _emit(args, {"bootstrap": running}, lambda d: d["bootstrap"] or "down")
-    return 0 if running else 1
+    return EXIT_OK if running else EXIT_LOG
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """On the top-level parser and on every command, with no default, so a value given anywhere survives."""
+    group = parser.add_argument_group("global options (before or after the command)")
+    group.add_argument("--warehouse", default=argparse.SUPPRESS,
+                       help=f"warehouse path or URL (default: ${WAREHOUSE_ENV})")
+    group.add_argument("--output", choices=("text", "json"), default=argparse.SUPPRESS,
+                       help="text (default) or json, also for errors")
+
+
+EXIT_CODES_HELP = """exit codes:
+  0  success
+  1  usage: unknown command or option, bad argument, no warehouse given
+  2  the table or its data: not found, invalid definition or option, damaged files, bad input
+  3  the log store: Kafka unreachable or refusing (kafka status: the broker is down)
+  4  a conflict with a concurrent writer: nothing was lost, nothing was committed; retrying is safe"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tablestore", description="Managed tables: file store + log store.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="tablestore", description="Managed tables: file store + log store.",
+                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    def command(name: str, func: Callable[[argparse.Namespace], int], help: str, table: bool = True) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        p.add_argument("--warehouse", help=f"warehouse path or URL (default: ${WAREHOUSE_ENV})")
-        p.add_argument("--output", choices=("text", "json"), default="text")
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str,
+                table: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_global_options(p)
         if table:
             p.add_argument("table", help="database.table")
         p.set_defaults(func=func)
         return p
 
-    command("describe", cmd_describe, "show a table's schema, options, snapshot and files")
+    partition_help = "only the partition column=value[,column=value...]; repeatable"
+    command("describe", cmd_describe, "show a table's schema, options, snapshot, files and partitions").add_argument(
+        "--partition", action="append", metavar="K=V", help=partition_help)
     command("snapshots", cmd_snapshots, "list a table's snapshots")
-    command("compact", cmd_compact, "run universal compaction on a table").add_argument(
-        "--full", action="store_true", help="merge every sorted run of each bucket into one")
+    compact = command("compact", cmd_compact, "run universal compaction on a table and report what it did")
+    compact.add_argument("--full", action="store_true", help="merge every sorted run of each bucket into one")
+    compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used")
     command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
-    kafka = sub.add_parser("kafka", help="manage the project's own single-node Kafka broker (127.0.0.1)")
+    kafka = command("kafka", cmd_kafka, "manage the project's own single-node Kafka broker (127.0.0.1)", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
-    kafka.add_argument("--output", choices=("text", "json"), default="text")
-    kafka.set_defaults(func=cmd_kafka)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--output json anywhere in argv (for errors found before or while parsing)."""
+    for i, arg in enumerate(argv):
+        if arg == "--output=json" or (arg == "--output" and i + 1 < len(argv) and argv[i + 1] == "json"):
+            return True
+    return False
+
+
+def _failure(argv: Sequence[str], error: BaseException, code: int) -> int:
+    message = str(error).strip().replace("\n", " ") or type(error).__name__
+    if _wants_json(argv):
+        print(json.dumps({"error": message, "type": type(error).__name__, "exit_code": code}))
+    else:
+        print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _exit_code(error: BaseException) -> int | None:
+    for types, code in _ERROR_CODES:
+        if isinstance(error, types):
+            return code
+    return None
+
+
+_ERROR_CODES: tuple[tuple[tuple[type[BaseException], ...], int], ...] = (
+    ((UsageError,), EXIT_USAGE),
+    ((ConflictError,), EXIT_CONFLICT),
+    ((LogStoreError,), EXIT_LOG),
+    ((TableStoreError, CatalogError, FileStoreError), EXIT_TABLE),
+    ((OSError,), EXIT_TABLE),  # the warehouse itself: permissions, a full disk, an unreachable object store
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        args = build_parser().parse_args(argv)
+        args.warehouse = getattr(args, "warehouse", None)
+        args.output = getattr(args, "output", "text")
         return int(args.func(args))
-    except (TableStoreError, CatalogError, FileStoreError, LogStoreError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:  # noqa: BLE001 - translated once, here; anything else is a bug and keeps its traceback
+        code = _exit_code(e)
+        if code is None:
+            raise
+        return _failure(argv, e, code)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,16 @@
 """Turning what users hand the API into Arrow, and change kinds on the wire (+I/-U/+U/-D, owned by logstore)
-into file-store value kinds: +I and +U add a row, -U and -D delete it. This is the only place that translation
-happens."""
+into file-store value kinds: additions (+I, +U) add a row, retractions (-U, -D) delete it. This is the only place
+that translation happens; which kind is an addition, the default +I and the validation are logstore's."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from filestore.meta import ValueKind
-from logstore.changes import RowKind
+import logstore
+from filestore import ValueKind
 from tablestore.errors import InvalidRowKindError, TableStoreError
-
-_ADD_KINDS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
-_DELETE_KINDS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 
 Data = Any
 """What `write` accepts: a pyarrow Table or RecordBatch, a pandas DataFrame, or a list of dicts."""
@@ -32,15 +28,15 @@ def to_arrow(data: Data) -> pa.Table:
     raise TableStoreError(f"cannot write {type(data).__name__}: give a pyarrow Table/RecordBatch or a pandas DataFrame")
 
 
-def value_kinds(table_name: str, row_kinds: pa.ChunkedArray) -> np.ndarray:
-    """The ValueKind of each row of a `_row_kind` column, vectorised; unknown kinds raise naming them."""
-    valid = pc.is_in(row_kinds, value_set=pa.array(_ADD_KINDS + _DELETE_KINDS))
-    if row_kinds.null_count or not pc.all(valid, min_count=0).as_py():  # an empty changelog is valid
-        bad = pc.unique(pc.filter(row_kinds, pc.invert(pc.fill_null(valid, False)))).to_pylist()
-        if row_kinds.null_count:
-            bad.append(None)
-        raise InvalidRowKindError(bad if len(bad) > 1 else bad[0], table_name)
-    deletes = pc.is_in(row_kinds, value_set=pa.array(_DELETE_KINDS)).to_numpy(zero_copy_only=False)
-    return np.where(deletes, int(ValueKind.DELETE), int(ValueKind.ADD)).astype(np.int8)
+def checked_row_kinds(table_name: str, data: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """The `_row_kind` column of `data` (all +I when absent), checked by logstore; InvalidRowKindError names the
+    table, the column type or the bad values and their count."""
+    try:
+        return logstore.row_kinds_of(data, table=table_name)
+    except logstore.InvalidRowKindError as e:
+        raise InvalidRowKindError.of(e) from None
 
 
+def value_kinds(row_kinds: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The file-store ValueKind of each (checked) row kind, vectorised."""
+    return np.where(logstore.addition_mask(row_kinds), int(ValueKind.ADD), int(ValueKind.DELETE)).astype(np.int8)

@@ -6,27 +6,24 @@ only here: +I and +U add a row, -U and -D delete it.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
 import time
-import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import catalog as _catalog
-from filestore.compact import compact as _compact
-from filestore.errors import CommitConflictError, InvalidWriteError, SequenceConflictError
-from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
-from filestore.meta import CommitKind, CommitMessage, Snapshot
-from filestore.write import render_partition_column
-from logstore.writer import LogWriter
-from tablestore.convert import Data, to_arrow
+from filestore import (
+    ExpireResult, InvalidWriteError, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
+    render_partition_column,
+)
 from tablestore.changes import read_changes
+from tablestore.convert import Data, to_arrow
+from tablestore.describe import file_detail, iso_time, matches, partition_spec
 from tablestore.errors import TableStoreError
-from tablestore.writer import TableWriter
+from tablestore.writer import TableWriter, WriteTarget
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +67,7 @@ class Table:
     def __init__(self, handle: _catalog.CatalogTable) -> None:
         self._handle = handle
         self._store = handle.store
-        self._commit_user = str(uuid.uuid4())
-        self._identifiers = itertools.count(1)
-        self._log_writer: LogWriter | None = None
-        self._log_writer_of: object = None
-        self._committed = False  # has this handle's (freshly generated) commit user committed yet?
+        self._session: TableWriter | None = None  # the handle's write session: `write()` and `compact()`
 
     @property
     def name(self) -> str:
@@ -104,7 +97,8 @@ class Table:
     def write(
         self, data: Data, overwrite: bool | Mapping[str, Any] | Literal["dynamic"] = False
     ) -> int | None:
-        """Write `data` and commit one snapshot; returns its id.
+        """Write `data` and commit one snapshot (then compact, see `log_writer`); returns its id, or None when
+        nothing was committed (`data` has no rows and `overwrite` is False).
 
         `overwrite`: False appends; True replaces the whole table; a mapping {partition column: value} replaces that
         static partition (every row must belong to it); "dynamic" replaces only the partitions present in `data`.
@@ -113,73 +107,61 @@ class Table:
         """
         arrow = to_arrow(data)
         scope = self._overwrite_scope(overwrite, arrow)
-        for attempt in itertools.count():
+        session = self._write_session()
+        budget = RetryBudget(self._store.options)
+        while True:
+            started = time.monotonic()
             try:
-                with TableWriter(self, commit_user=self._commit_user, overwrite=scope,
-                                 log_writer=self._shared_log_writer(), new_user=not self._committed) as writer:
-                    writer.write(arrow)
-                    sid = writer.commit(next(self._identifiers))
-                    self._committed = True
-                    messages = writer.last_messages
-                break
+                session._write(arrow, overwrite=scope)
+                return session.commit()
             except SequenceConflictError:
-                # another writer committed to the same buckets since this one started: re-plan on its snapshot
-                if attempt >= self._store.options.commit_max_retries:
-                    self.close()
+                # another writer committed to the same buckets since this one started: re-plan on its snapshot,
+                # after a random wait (see filestore.RetryBudget) so the writers stop colliding
+                session.abort()
+                if not budget.retry(time.monotonic() - started):
+                    session.release()
                     raise
-                log.info("table %s: concurrent write to the same buckets, retrying", self.name)
+                log.info("table %s: concurrent write to the same buckets, retry %s", self.name, budget.retries)
             except BaseException:
-                self.close()  # a broken producer is not reused: the next write starts a fresh one
+                session.abort()
+                session.release()  # a broken producer is not reused: the next write starts a fresh one
                 raise
-        if not self._store.options.write_only and messages:
-            self._auto_compact(messages)
-        return sid
 
-    def _shared_log_writer(self) -> "LogWriter | None":
-        """One producer per table handle for `write()` calls (starting a transactional producer costs ~0.1-1 s)."""
-        log_store = self._handle.log
-        if log_store is None:
-            return None
-        if self._log_writer is None or self._log_writer_of is not log_store:
+    def _write_target(self) -> WriteTarget:
+        h = self._handle
+        return WriteTarget(h.identifier, h.store, h.log)
+
+    def _write_session(self) -> TableWriter:
+        """The handle's one write session (one commit user, one producer: starting a transactional producer
+        costs ~0.1-1 s). Rebuilt only if the handle now points at another store or log."""
+        target = self._write_target()
+        if self._session is None or self._session.target != target:
             self.close()
-            self._log_writer = log_store.new_writer(f"tablestore-{self._commit_user}")
-            self._log_writer_of = log_store
-        return self._log_writer
+            self._session = TableWriter(target)
+        return self._session
 
     def close(self) -> None:
         """Release the table's Kafka producer, if it has one (also done when the object is collected)."""
-        if self._log_writer is not None:
-            self._log_writer.close()
-            self._log_writer = None
+        if self._session is not None:
+            self._session.release()
 
-    def _auto_compact(self, written: Sequence[CommitMessage]) -> None:
-        """Universal compaction of the buckets just written, committed as its own COMPACT snapshot."""
-        touched = {(m.partition, m.bucket) for m in written}
-        messages = _compact(self._store, self._store.snapshots.latest(), buckets=touched)
-        if messages:
-            try:
-                self._store.new_commit(self._commit_user, new_user=not self._committed).commit(
-                    messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
-                )
-            except CommitConflictError as e:  # a concurrent overwrite won; the data is intact, compact later
-                log.info("table %s: compaction skipped: %s", self.name, e)
-
-    def compact(self, full: bool = False) -> int | None:
+    def compact(
+        self, full: bool = False, *, partitions: Sequence[Mapping[str, Any]] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int | None:
         """Run universal compaction on every bucket (every run merged into one when `full`); the id of the
-        COMPACT snapshot, or None when nothing needed compacting."""
-        messages = _compact(self._store, self._store.snapshots.latest(), full=full)
-        if not messages:
-            return None
-        sid = self._store.new_commit(self._commit_user, new_user=not self._committed).commit(
-            messages, identifier=next(self._identifiers), kind=CommitKind.COMPACT
-        )
-        self._committed = True
-        return sid
+        COMPACT snapshot, or None when nothing needed compacting. `partitions`: only the partitions matching one of
+        these {column: value} specs. `progress(done, total)`: bytes of input files rewritten so far."""
+        specs = [partition_spec(self.name, self.schema, self.partition_by, p) for p in partitions or ()]
+        selected = None if partitions is None else (
+            lambda partition: any(matches(partition, self.partition_by, spec) for spec in specs))
+        return self._write_session().compact(full=full, partitions=selected, progress=progress)
 
     def log_writer(self, *, transactional_id: str | None = None) -> TableWriter:
-        """A write session: `write()` rows or changelogs, `commit()` at each checkpoint (one snapshot, and the
-        log's Kafka transaction), `close()` at the end. Usable as a context manager."""
-        return TableWriter(self, transactional_id=transactional_id)
+        """A write session of its own (its own commit user): `write()` rows or changelogs, `commit()` at each
+        checkpoint (one snapshot, and the log's Kafka transaction, then compaction exactly as `write()` does),
+        `close()` at the end. Usable as a context manager."""
+        return TableWriter(self._write_target(), transactional_id=transactional_id)
 
     def read_changes(
         self,
@@ -195,7 +177,8 @@ class Table:
         `timestamp_ms` on. Upsert-mode logs are normalized by primary key (-U/+U with the previous row). Stops after
         `max_records` rows or when nothing arrived for `timeout_s` seconds.
         """
-        return read_changes(self, scan=scan, timestamp_ms=timestamp_ms, max_records=max_records,
+        return read_changes(self.name, self._store, self._handle.log, self.read_batches, schema=self.schema,
+                            primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms, max_records=max_records,
                             timeout_s=timeout_s)
 
     def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
@@ -279,13 +262,18 @@ class Table:
             for e in sorted(self._store.live_entries(snapshot).values(), key=lambda e: e.identifier)
         ]
 
-    def describe(self) -> dict[str, object]:
-        """What DESCRIBE shows: schema, keys, options, and the latest snapshot's shape."""
+    def describe(self, *, partition: Mapping[str, Any] | None = None) -> dict[str, object]:
+        """DESCRIBE DETAIL (FLIP-188): name, path, file format, bucket, keys, options, log, the latest snapshot,
+        number and size of files, last modified (the latest snapshot's time); and per partition (only those
+        `partition` = {column: value} selects, when given) files, sorted runs per bucket, whether every bucket is
+        one run (compacted), and when its newest file was written."""
         latest = self._store.snapshots.latest()
-        files = self.files() if latest else []
+        spec = partition_spec(self.name, self.schema, self.partition_by, partition) if partition else None
+        entries = sorted(self._store.live_entries(latest).values(), key=lambda e: e.identifier)
         return {
             "name": self.name,
             "path": self.path,
+            "file_format": self._store.options.file_format,
             "columns": [
                 {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema
             ],
@@ -296,12 +284,8 @@ class Table:
             "log": self._describe_log(),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),
-            "file_count": len(files),
-            "files_per_level": {
-                str(level): sum(1 for f in files if f["level"] == level)
-                for level in sorted({int(f["level"]) for f in files})  # type: ignore[call-overload]
-            },
-            "total_file_size": sum(int(f["file_size"]) for f in files),  # type: ignore[call-overload]
+            "last_modified": iso_time(latest.time_millis if latest else None),
+            **file_detail(entries, self.schema, self.partition_by, spec),
         }
 
     def _describe_log(self) -> dict[str, str]:

@@ -1,124 +1,265 @@
-"""`TableWriter`: a write session over one table, the unit a streaming job checkpoints.
+"""`TableWriter`: a write session over one table, the unit a streaming job checkpoints and `Table.write` uses.
 
-Rows go to the file store's memtables and, when the table has a log, to its topic (partition = the row's bucket,
-from the file store's one bucket function). `commit()` is the checkpoint, in this order:
+The session is the one owner of its commit user, its commit identifiers and its committer, and of the live files
+of the latest snapshot it knows (`filestore.LiveFiles`, read once per snapshot and passed down: the sequence
+numbers of the next write, the commit's validation and the compaction plan all use that value).
+
+Rows go down one way: `write()` converts and checks them once (row kinds by logstore's rules, then the file
+store's `conform`), the file store's write puts them in memtables and returns each row's bucket (its one bucket
+function), and the log writer produces them to the Kafka partition of that bucket.
+
+`commit()` is the checkpoint, in this order:
 1. file store prepare-commit: memtables flushed into sorted runs (files invisible);
 2. log prepare: producer flushed; per bucket, the offset after this commit's last record;
-3. file store commit: `snapshot-N` published, with those offsets merged into its log-offset map;
-4. log commit: the Kafka transaction commits (transactional consistency), the records become visible.
+3. file store commit: `snapshot-N` published on the session's live files, with those offsets merged into its
+   log-offset map; the result carries the live files of `snapshot-N` (derived, not read);
+4. log commit: the Kafka transaction commits (transactional consistency), the records become visible;
+5. compaction (unless `write-only`): universal compaction of the buckets this commit wrote, planned on the live
+   files of step 3, published as a COMPACT snapshot with the same commit identifier. A bucket with more sorted
+   runs than `num-sorted-run.stop-trigger` must get back to it: the write waits, re-planning on the latest
+   snapshot after a conflict. Below the stop trigger a conflicting compaction is skipped (the data is intact);
+   a later commit compacts. A compaction that fails deletes the files it wrote, then raises CompactionError,
+   which says that the commit's snapshot is in (nothing is lost; do not write the data again).
 If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
 and 4 leaves the snapshot and an aborted transaction: `full` scans still see every change exactly once (the
 snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes.
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
+A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from filestore.commit import Overwrite
-from filestore.errors import CommitConflictError
-from filestore.meta import CommitMessage
-from logstore.changes import ROW_KIND_COLUMN, RowKind
-from logstore.writer import LogWriter
-from tablestore.convert import to_arrow, value_kinds
-from tablestore.errors import TableStoreError
-
-if TYPE_CHECKING:
-    from tablestore.table import Table
+import filestore
+import logstore
+from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite, Partition
+from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
+from tablestore.errors import CompactionError, TableStoreError
 
 log = logging.getLogger(__name__)
 
 
-class TableWriter:
-    def __init__(
-        self,
-        table: "Table",
-        *,
-        commit_user: str | None = None,
-        transactional_id: str | None = None,
-        overwrite: Overwrite = None,
-        log_writer: LogWriter | None = None,
-        new_user: bool = False,
-    ) -> None:
-        """`log_writer`: an idle LogWriter to reuse (its producer stays connected); this writer then leaves it
-        open on close, the owner closes it."""
-        self.table = table
-        self._store = table._handle.store
-        self._log = table._handle.log
-        self.commit_user = commit_user or str(uuid.uuid4())
-        self._committer = self._store.new_commit(self.commit_user, new_user=new_user or commit_user is None)
-        self._identifiers = itertools.count(1)
-        self._overwrite = overwrite
-        self._file_writer = self._store.new_write()
-        # an overwrite rewrites the file store only: log readers do not see it (like Paimon's
-        # streaming-read-overwrite = false); `full` scans restart from the overwrite's snapshot
-        self._log_writer: LogWriter | None = None
-        self._owns_log_writer = log_writer is None
-        if self._log is not None and overwrite is None:
-            self._log_writer = log_writer or self._log.new_writer(transactional_id or f"tablestore-{self.commit_user}")
-        self._closed = False
-        self.last_messages: list[CommitMessage] = []
+@dataclass(frozen=True)
+class WriteTarget:
+    """What a write session needs of its table, as values: its name, file store and log store (None: no log)."""
 
+    name: str
+    store: FileStore
+    log: logstore.LogStore | None
+
+
+class TableWriter:
+    def __init__(self, target: WriteTarget, *, commit_user: str | None = None,
+                 transactional_id: str | None = None) -> None:
+        """`commit_user`: resume as that user (its commits are found again on a retry); default a fresh one.
+        `transactional_id`: of the Kafka producer, default `tablestore-<commit user>`."""
+        self.target = target
+        self._store = target.store
+        self.commit_user = commit_user or str(uuid.uuid4())
+        self._committer = self._store.new_commit(self.commit_user, new_user=commit_user is None)
+        self._last_identifier = 0
+        self._live: LiveFiles | None = None  # live files of the latest snapshot this session knows
+        self._file_writer: filestore.FileStoreWrite | None = None
+        self._overwrite: Overwrite = None
+        self._transactional_id = transactional_id or f"tablestore-{self.commit_user}"
+        self._log_writer: logstore.LogWriter | None = None
+        self._closed = False
+
+    # -- writing ---------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
         """Buffer `data` (rows, or a changelog with `_row_kind`); visible after `commit()` (log: see consistency)."""
+        self._write(to_arrow(data), overwrite=None)
+
+    def _write(self, arrow: pa.Table, *, overwrite: Overwrite) -> None:
+        """`overwrite`: this session's next commit replaces that scope (see filestore.Overwrite); an overwrite
+        rewrites the file store only: log readers do not see it (like Paimon's streaming-read-overwrite = false);
+        `full` scans restart from the overwrite's snapshot."""
+        name = self.target.name
         if self._closed:
-            raise TableStoreError(f"table {self.table.name!r}: the writer is closed")
-        arrow = to_arrow(data)
-        kinds = None
-        row_kinds = None
-        if ROW_KIND_COLUMN in arrow.schema.names:
-            row_kinds = arrow.column(ROW_KIND_COLUMN)
-            kinds = value_kinds(self.table.name, row_kinds)
-            arrow = arrow.drop_columns([ROW_KIND_COLUMN])
-        rows = self._file_writer.conform(arrow)
-        buckets = self._file_writer.write(rows, kinds)
-        if self._log_writer is not None and rows.num_rows:
-            if row_kinds is None:
-                row_kinds = pa.chunked_array([pa.array(np.full(rows.num_rows, RowKind.INSERT.value, dtype=object),
-                                                       pa.string())])
-            changes = rows.add_column(0, ROW_KIND_COLUMN, row_kinds)
-            self._log_writer.write(changes, buckets)
+            raise TableStoreError(f"table {name!r}: the writer is closed")
+        if self._file_writer is not None and overwrite != self._overwrite:
+            raise TableStoreError(f"table {name!r}: commit the pending write before writing with another overwrite")
+        self._overwrite = overwrite
+        row_kinds = checked_row_kinds(name, arrow)
+        if logstore.ROW_KIND_COLUMN in arrow.schema.names:
+            arrow = arrow.drop_columns([logstore.ROW_KIND_COLUMN])
+            kinds: np.ndarray | None = value_kinds(row_kinds)
+        else:
+            kinds = None
+        file_writer = self._new_file_writer()
+        rows = file_writer.conform(arrow)
+        buckets = file_writer.write(rows, kinds, conformed=True)
+        if self.target.log is not None and overwrite is None and rows.num_rows:
+            if self._log_writer is None:
+                self._log_writer = self.target.log.new_writer(self._transactional_id)
+            self._log_writer.write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
+
+    def _new_file_writer(self) -> filestore.FileStoreWrite:
+        """The writer of this commit, on the live files of the latest snapshot (read only when it moved)."""
+        if self._file_writer is None:
+            self._store.check_identity()  # before any file is written: a dropped table is not recreated
+            self._file_writer = self._store.new_write(self._latest_live())
+        return self._file_writer
+
+    def _latest_live(self) -> LiveFiles:
+        latest_id = self._store.snapshots.latest_id()
+        if self._live is None or self._live.snapshot_id != latest_id:
+            snapshot = None if latest_id is None else self._store.snapshots.get(latest_id)
+            self._live = self._store.live_files(snapshot)
+        return self._live
+
+    # -- the commit protocol (see the module docstring) ------------------------------------------
+    def _next_identifier(self, identifier: int | None) -> int:
+        ident = self._last_identifier + 1 if identifier is None else identifier
+        self._last_identifier = max(self._last_identifier, ident)
+        return ident
 
     def commit(self, identifier: int | None = None) -> int | None:
-        """Publish one snapshot with everything written since the last commit; its id. Re-committing the same
-        (commit user, identifier) is a no-op returning the same id."""
-        messages = self._file_writer.prepare_commit()
-        ident = next(self._identifiers) if identifier is None else identifier
+        """Publish one snapshot with everything written since the last commit, then compact; its id (None when
+        there was nothing to commit). Re-committing the same (commit user, identifier) is a no-op returning the
+        same id."""
+        file_writer, overwrite = self._file_writer, self._overwrite
+        self._file_writer, self._overwrite = None, None  # the next write starts on the snapshot this one makes
+        messages = file_writer.prepare_commit() if file_writer is not None else []  # 1.
+        ident = self._next_identifier(identifier)
+        log_writer = self._log_writer if overwrite is None else None
         try:
-            offsets = self._log_writer.prepare() if self._log_writer is not None else {}
-            sid = self._committer.commit(
-                messages, identifier=ident, log_offsets=offsets, overwrite=self._overwrite
-            )
-        except BaseException as e:
-            if self._log_writer is not None:
-                self._log_writer.abort()
-            if isinstance(e, CommitConflictError):  # never published: the files of this attempt are garbage
-                for m in messages:
-                    for f in m.added:
-                        self._store.io.delete(self._store.data_file_path(m.partition, m.bucket, f.file_name))
+            offsets = log_writer.prepare() if log_writer is not None else {}  # 2.
+            if not messages and not offsets and overwrite is None:
+                if log_writer is not None:
+                    log_writer.abort()
+                return None
+            result = self._committer.publish(messages, identifier=ident, log_offsets=offsets,  # 3.
+                                             overwrite=overwrite, base=self._live)
+        except BaseException:
+            if log_writer is not None:
+                log_writer.abort()
+            self._clean_up(messages, ident, CommitKind.APPEND)  # never published: this attempt's files are garbage
             raise
-        if self._log_writer is not None:
-            self._log_writer.commit()
-        self.last_messages = messages
-        return sid
+        if log_writer is not None:
+            log_writer.commit()  # 4.
+        self._live = result.live
+        if result.live is None:  # an earlier attempt of this identifier is in: these files are nobody's
+            filestore.delete_added_files(self._store, messages)
+            return result.snapshot_id
+        if messages and not self._store.options.write_only:
+            try:
+                self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
+            except Exception as e:
+                raise CompactionError(self.target.name, result.snapshot_id, e) from e
+        return result.snapshot_id
 
+    def _compact(self, written: set[tuple[tuple[str, ...], int]], identifier: int) -> None:
+        """5. Universal compaction of the buckets just written; buckets above the stop trigger must get back
+        to it (re-planned on the latest snapshot after a conflict, waiting as commits do), the others are best
+        effort."""
+        store = self._store
+        o = store.options
+        budget = filestore.RetryBudget(o)
+        while True:
+            live = self._latest_live()
+            counts = filestore.sorted_run_counts(live, written)
+            stalled = {where for where, n in counts.items() if n > o.stop_trigger}
+            messages = filestore.compact(store, live.snapshot, buckets=written - stalled, live=live)
+            if stalled:  # picked down to the stop trigger (or the compaction trigger, if lower) at least
+                messages += filestore.compact(store, live.snapshot, buckets=stalled, live=live,
+                                              trigger=min(o.compaction_trigger, o.stop_trigger))
+            if not messages:
+                return
+            try:
+                result = self._committer.publish(messages, identifier=identifier, kind=CommitKind.COMPACT, base=live)
+            except CommitConflictError as e:  # a concurrent overwrite won; the data is intact
+                self._clean_up(messages, identifier, CommitKind.COMPACT, base=live)
+                if not stalled:
+                    log.info("table %s: compaction skipped: %s", self.target.name, e)
+                    return
+                log.info("table %s: compaction of buckets at the stop trigger conflicted, re-planning: %s",
+                         self.target.name, e)
+                if budget.retry():
+                    continue
+                log.warning("table %s: buckets stay above num-sorted-run.stop-trigger=%s after %s",
+                            self.target.name, o.stop_trigger, budget.describe())
+                return
+            except BaseException:
+                self._clean_up(messages, identifier, CommitKind.COMPACT, base=live)
+                raise
+            self._live = result.live
+            return
+
+    def compact(
+        self, *, full: bool = False, identifier: int | None = None,
+        partitions: Callable[[Partition], bool] | None = None, progress: Callable[[int, int], None] | None = None,
+    ) -> int | None:
+        """Compact every bucket (every run into one when `full`; only the partitions `partitions` accepts, when
+        given) as this session's user; the COMPACT snapshot's id, or None when nothing needed compacting.
+        `progress(done, total)`: bytes of input files rewritten so far."""
+        self._store.check_identity()
+        live = self._latest_live()
+        messages = filestore.compact(self._store, live.snapshot, full=full, live=live, partitions=partitions,
+                                     progress=progress)
+        if not messages:
+            return None
+        ident = self._next_identifier(identifier)
+        try:
+            result = self._committer.publish(messages, identifier=ident, kind=CommitKind.COMPACT, base=live)
+        except BaseException:
+            self._clean_up(messages, ident, CommitKind.COMPACT, base=live)
+            raise
+        self._live = result.live
+        return result.snapshot_id
+
+    def _clean_up(self, messages: list[CommitMessage], identifier: int, kind: CommitKind,
+                  base: LiveFiles | None = None) -> None:
+        """After a failed commit: delete the data files it would have added, unless its snapshot was published
+        after all (the error came later, e.g. while updating the LATEST hint). Unsure (the check fails too):
+        keep them; at worst they are orphans for `remove_orphan_files`."""
+        if not any(m.added for m in messages):
+            return
+        try:
+            if self._landed(identifier, kind, base if base is not None else self._live):
+                return
+        except Exception as e:  # noqa: BLE001 - the original error is what the caller must see
+            log.warning("table %s: could not tell whether a failed commit landed, keeping its files: %s",
+                        self.target.name, e)
+            return
+        filestore.delete_added_files(self._store, messages)
+
+    def _landed(self, identifier: int, kind: CommitKind, base: LiveFiles | None) -> bool:
+        """Whether a snapshot of this user, identifier and kind exists after `base`'s snapshot."""
+        snapshots = self._store.snapshots
+        latest = snapshots.latest_id()
+        if latest is None:
+            return False
+        first = base.snapshot_id + 1 if base is not None and base.snapshot_id is not None else 1
+        for sid in range(max(first, snapshots.earliest_id() or 1), latest + 1):
+            s = snapshots.get(sid)
+            overwritten = kind == CommitKind.APPEND and s.commit_kind == CommitKind.OVERWRITE
+            if (s.commit_user, s.commit_identifier) == (self.commit_user, identifier) and (
+                    s.commit_kind == kind or overwritten):
+                return True
+        return False
+
+    # -- ending ----------------------------------------------------------------------------------
     def abort(self) -> None:
+        """Drop what was written since the last commit (the log's transaction is aborted)."""
         if self._log_writer is not None:
             self._log_writer.abort()
-        self._file_writer = self._store.new_write()
+        self._file_writer, self._overwrite = None, None
+
+    def release(self) -> None:
+        """Close the Kafka producer (a fresh one starts at the next write); the session stays usable."""
+        if self._log_writer is not None:
+            self._log_writer.close()
+            self._log_writer = None
 
     def close(self) -> None:
-        if self._log_writer is not None:
-            if self._owns_log_writer:
-                self._log_writer.close()
-            else:
-                self._log_writer.abort()  # leaves it idle (a no-op after a commit) for its owner to reuse
+        self.release()
         self._closed = True
 
     def __enter__(self) -> "TableWriter":

@@ -1,7 +1,10 @@
-"""Dependencies run one way: tablestore -> catalog -> filestore | logstore. Checked on every import statement."""
+"""Dependencies run one way: tablestore -> catalog -> filestore | logstore, and a package uses another only
+through its root (`from filestore import X`, never `from filestore.commit import X`): what it may use is the
+root's `__all__`. Checked on every import statement."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,49 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "m.py"
     bad.write_text("import os\nfrom logstore.errors import LogStoreError\n")
     assert (2, "logstore") in _imports(bad)
+
+
+def _cross_package_imports(path: Path, package: str) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import of another project package, as written."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names
+                      if a.name.split(".")[0] in PACKAGES and a.name.split(".")[0] != package]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            top = node.module.split(".")[0]
+            if top in PACKAGES and top != package:
+                found.append((node.lineno, node.module, [a.name for a in node.names]))
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_meet_only_at_package_roots(package: str) -> None:
+    violations = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for line, module, names in _cross_package_imports(path, package):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if "." in module:
+                violations.append(f"{where} imports {module}: import from {module.split('.')[0]} instead")
+                continue
+            exported = set(getattr(importlib.import_module(module), "__all__", ()))
+            hidden = [n for n in names if n != "*" and n not in exported]
+            if hidden:
+                violations.append(f"{where} imports {hidden} from {module}, which its __all__ does not export")
+    assert not violations, "a package reached past another's root:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize("package", ("catalog", "filestore", "logstore"))
+def test_package_roots_export_what_they_list(package: str) -> None:
+    module = importlib.import_module(package)
+    assert module.__all__ == sorted(module.__all__, key=str)  # one sorted list, easy to review
+    assert [n for n in module.__all__ if not hasattr(module, n)] == []
+
+
+def test_the_root_check_sees_a_submodule_import(tmp_path: Path) -> None:
+    bad = tmp_path / "m.py"
+    bad.write_text("from filestore.commit import FileStoreCommit\nimport logstore.writer\nfrom catalog import X\n")
+    assert _cross_package_imports(bad, "tablestore") == [
+        (1, "filestore.commit", ["FileStoreCommit"]), (2, "logstore.writer", []), (3, "catalog", ["X"])]
+

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logstore.changes import ROW_KIND_COLUMN, RowKind
+from logstore.changes import ROW_KIND_COLUMN, RowKind, row_kinds_of
 from logstore.errors import LogFormatError
 from logstore.formats.jsonvalues import ColumnError, TimestampStandard, check_schema, column_from_values
 
@@ -257,11 +257,6 @@ def _with_kind(schema: pa.Schema) -> pa.Schema:
 
 
 def _kinds_of(batch: pa.RecordBatch) -> pa.Array:
-    if ROW_KIND_COLUMN not in batch.schema.names:
-        return pa.array([RowKind.INSERT.value] * batch.num_rows, pa.string())
-    kinds = batch.column(ROW_KIND_COLUMN)
-    valid = pc.fill_null(pc.is_in(kinds, value_set=pa.array(list(_KIND_BY_VALUE))), False)
-    if not pc.all(valid, min_count=0).as_py():
-        bad = pc.filter(kinds, pc.invert(valid)).to_pylist()[:3]
-        raise LogFormatError(f"invalid {ROW_KIND_COLUMN} values {bad}; expected one of {list(_KIND_BY_VALUE)}")
-    return kinds
+    """The batch's checked `_row_kind` column (all +I when absent): logstore.changes owns both rules."""
+    kinds = row_kinds_of(batch)
+    return kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds

@@ -18,12 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logstore.changes import RowKind
+from logstore.changes import IS_ADDITION, RowKind
 from logstore.formats.avro import HEADER_LEN, MAGIC, AvroSchemaRegistry, SchemaLookup, envelope_schema
 from logstore.formats.base import BadMessage, EncodedBatch, FormatBase, FormatOptions, Row
 from logstore.formats.debezium_json import envelope_changes
 
-_ADD = frozenset({RowKind.INSERT.value, RowKind.UPDATE_AFTER.value})
 
 
 class DebeziumAvroFormat(FormatBase):
@@ -57,7 +56,7 @@ class DebeziumAvroFormat(FormatBase):
         values: list[bytes | None] = []
         for i, kind in enumerate(kinds.to_pylist()):
             row = {n: columns[n][i] for n in names}
-            add = kind in _ADD
+            add = IS_ADDITION[kind]
             record = {"before": None if add else row, "after": row if add else None, "op": "c" if add else "d",
                       "ts_ms": ts_ms, "source": self._source}
             buf.seek(0)

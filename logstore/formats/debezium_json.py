@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logstore.changes import RowKind
+from logstore.changes import RowKind, addition_mask
 from logstore.formats.base import BadMessage, EncodedBatch, FormatBase, FormatOptions, Row
 from logstore.formats.jsonkey import has_decimals, loads, unwrap
 from logstore.formats.jsonvalues import json_objects, to_bytes_list
@@ -86,7 +86,7 @@ class DebeziumJsonFormat(FormatBase):
             tail += f',"source":{self._source}'
         tail += "}" + ("}" if self.options.schema_include else "")
         head = f'{{"schema":{self._schema_json},"payload":' if self.options.schema_include else ""
-        is_add = pc.is_in(kinds, value_set=pa.array([RowKind.INSERT.value, RowKind.UPDATE_AFTER.value]))
+        is_add = pa.array(addition_mask(kinds))
         prefix = pc.if_else(is_add, head + '{"before":null,"after":', head + '{"before":')
         suffix = pc.if_else(is_add, ',"op":"c"' + tail, ',"after":null,"op":"d"' + tail)
         text = pc.binary_join_element_wise(prefix, row_json, suffix, "")

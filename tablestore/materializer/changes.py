@@ -17,7 +17,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from logstore.changes import ROW_KIND_COLUMN, RowKind
+import logstore
+from logstore import IS_ADDITION, ROW_KIND_COLUMN, ROW_KIND_VALUES, RowKind
 from tablestore.materializer.errors import InvalidRowKindError, RowShapeError
 from tablestore.materializer.rows import RowCodec
 
@@ -26,10 +27,10 @@ INSERT: Final = RowKind.INSERT.value
 UPDATE_BEFORE: Final = RowKind.UPDATE_BEFORE.value
 UPDATE_AFTER: Final = RowKind.UPDATE_AFTER.value
 DELETE: Final = RowKind.DELETE.value
-ROW_KINDS: Final = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
+ROW_KINDS: Final = ROW_KIND_VALUES
 
-# True: an ADD (+I, +U); False: a RETRACT (-U, -D)
-IS_ADD: Final[dict[str, bool]] = {INSERT: True, UPDATE_AFTER: True, UPDATE_BEFORE: False, DELETE: False}
+# True: an ADD (+I, +U); False: a RETRACT (-U, -D) -- logstore's table, under the materializer's short name
+IS_ADD: Final = IS_ADDITION
 
 Row = tuple[Any, ...]
 Change = tuple[str, Row]
@@ -74,13 +75,14 @@ def batch_changes(table: pa.Table) -> tuple[list[str], list[Row], list[pa.Field]
     kind_type = kind_col.type
     if not (pa.types.is_string(kind_type) or pa.types.is_large_string(kind_type) or pa.types.is_null(kind_type)):
         raise RowShapeError(tuple(names), f"{ROW_KIND_COLUMN!r} must be a string column, not {kind_col.type}")
+    try:
+        logstore.check_row_kinds(kind_col)
+    except logstore.InvalidRowKindError as e:
+        raise InvalidRowKindError.of(e) from None
     kinds = kind_col.to_pylist()
     fields = [f for f in table.schema if f.name != ROW_KIND_COLUMN]
     columns = [table.column(i).to_pylist() for i, n in enumerate(names) if n != ROW_KIND_COLUMN]
     rows = list(zip(*columns)) if columns else [()] * table.num_rows
-    for kind in kinds:
-        if kind not in IS_ADD:
-            raise InvalidRowKindError(kind)
     return kinds, rows, fields
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Mapping
 
-from catalog.options import (
+from catalog import (
     UPSERT_MATERIALIZE_STRATEGY,
     UPSERT_MATERIALIZE_THRESHOLD_HIGH,
     UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
+    parse_duration,
 )
-from catalog.optiontypes import parse_duration
 from tablestore.materializer.errors import InvalidOptionError
 
 Strategy = Literal["LEGACY", "VALUE", "MAP", "ADAPTIVE"]

@@ -19,8 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from filestore.keycodec import KeyCodec
-from filestore.errors import FileStoreError
+from filestore import FileStoreError, KeyCodec
 from tablestore.materializer.errors import RowShapeError
 
 _PLACEHOLDER = pa.bool_()  # any codec-able type: only nulls are encoded with it

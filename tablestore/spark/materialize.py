@@ -20,8 +20,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Sequence
 
-from catalog.optiontypes import parse_duration
-from logstore.changes import ROW_KIND_COLUMN
+from catalog import parse_duration
+from logstore import ROW_KIND_COLUMN
 from tablestore.errors import TableStoreError
 from tablestore.materializer.options import MaterializeOptions
 from tablestore.spark.jar import MAIN_CLASS, SparkJarError

@@ -253,7 +253,7 @@ def test_commit_gives_up_after_max_retries_without_publishing(tmp_path: Path) ->
             other.write(data([next(counter)], p="b"))
 
     io = FaultyFileIO.wrapping(handle.store.io, FaultPlan(before_call=always_first))
-    store = with_io(handle, io, commit_max_retries=2)
+    store = with_io(handle, io, commit_max_retries=2, commit_timeout_ms=0)  # the count alone
     with pytest.raises(CommitRetriesExhaustedError, match="db.t"):
         store.new_commit("loser").commit(prepare(store, data(range(50, 52))), identifier=1)
     got = [r["id"] for r in rows(tmp_path)]
@@ -387,5 +387,55 @@ def test_crash_at_every_io_step_leaves_the_previous_table_or_the_complete_commit
 
         # whatever the crash left behind is unreferenced and orphan removal clears it without harm
         removed = tablestore.Catalog(str(wh)).get_table("db.t").remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+        assert all("/schema/" not in p for p in removed)
+        assert rows(wh) == after
+
+
+
+# -- crash at every IO step of a write session: its commit, then its compaction -----------------------------------
+def _session_attempt(warehouse: Path, plan: FaultPlan) -> int | None:
+    from tablestore.writer import TableWriter, WriteTarget
+
+    handle = load(warehouse)
+    store = with_io(handle, FaultyFileIO.wrapping(handle.store.io, plan), compaction_trigger=1,
+                     write_only=False)
+    w = TableWriter(WriteTarget(handle.identifier, store, None), commit_user="crashy-session")
+    w.write(CHANGE)
+    return w.commit(1)
+
+
+def test_crash_at_every_io_step_of_a_session_commit_and_its_compaction(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    _seed(template)
+    before = rows(template)
+
+    dry = tmp_path / "dry"
+    shutil.copytree(template, dry)
+    dry_plan = FaultPlan()
+    assert _session_attempt(dry, dry_plan) == 4
+    after = rows(dry)
+    assert snapshot_ids(load(dry)) == [1, 2, 3, 4, 5]  # APPEND, then the session's COMPACT
+    steps = dry_plan.calls
+    publishes = [i for i, c in enumerate(steps) if c.op == "create_exclusive" and "/snapshot/snapshot-" in c.path]
+    assert len(publishes) == 2
+
+    for i, step in enumerate(steps):
+        wh = tmp_path / f"crash-{i}"
+        shutil.copytree(template, wh)
+        with pytest.raises(BaseException) as info:
+            _session_attempt(wh, FaultPlan(crash_at=i, mode="before"))
+        assert "injected crash" in str(info.value) or isinstance(info.value.__cause__, InjectedCrash), (i, step)
+        appended = i > publishes[0]
+        ids = snapshot_ids(load(wh))
+        assert ids == ([1, 2, 3, 4, 5] if i > publishes[1] else [1, 2, 3, 4] if appended else [1, 2, 3]), (i, step)
+        assert rows(wh) == (after if appended else before), (i, step)
+        for sid in ids:
+            tablestore.Catalog(str(wh)).get_table("db.t").read(snapshot_id=sid)
+
+        # the job restarts and re-commits checkpoint 1: it lands once (the APPEND is found again if it was in)
+        assert _session_attempt(wh, FaultPlan()) == 4, (i, step)
+        assert rows(wh) == after
+        removed = tablestore.Catalog(str(wh)).get_table("db.t").remove_orphan_files(
+            older_than=int(time.time() * 1000) + 60_000)
         assert all("/schema/" not in p for p in removed)
         assert rows(wh) == after

@@ -142,7 +142,7 @@ def test_failed_file_store_commit_aborts_the_log_transaction(
 
     w = t.log_writer()
     w.write(rows(row(1, "lost")))
-    monkeypatch.setattr(FileStoreCommit, "commit", failing_commit)
+    monkeypatch.setattr(FileStoreCommit, "publish", failing_commit)
     with pytest.raises(OSError, match="disk full"):
         w.commit()
     monkeypatch.undo()

@@ -1,0 +1,99 @@
+"""The `managed` Spark data source: `spark.read.format("managed").load("db.orders")`,
+`df.write.format("managed").mode("append").save("db.orders")`.
+
+Spark finds it without a register call: the top-level module `pyspark_managed` (installed with tablestore)
+exposes `DefaultSource`, which PySpark's static lookup registers under `name()` in every session whose Python
+workers can import it. That module stays light (every session imports it) and builds this one's classes.
+
+Options (Spark lowercases their keys):
+- the path (`load("db.t")` / `save("db.t")`) or `table`: the table identifier;
+- `warehouse`: where the catalog lives; default: the `TABLESTORE_WAREHOUSE` environment variable, which
+  `tablestore.spark.session(warehouse=...)` sets;
+- `table-storage.*`: catalog session options (see docs/options.md);
+- reads: `snapshot-id` or `timestamp-ms` (time travel);
+- writes: `overwrite-mode` = `static` (default: overwrite replaces the whole table) or `dynamic` (only the
+  partitions the written rows are in); `change-tracking` (default: the table's option).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tablestore.errors import TableStoreError
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from catalog import CatalogTable
+    from tablestore.table import Table
+
+NAME = "managed"
+WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
+_SESSION_PREFIX = "table-storage."
+
+
+class DataSourceOptionError(TableStoreError):
+    """An option of a `managed` read or write is missing or invalid; names the option."""
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Everything a worker needs to open the table again: plain values, so it pickles to executors."""
+
+    warehouse: str
+    identifier: str
+    catalog_options: tuple[tuple[str, str], ...] = ()
+
+    def open(self) -> "Table":
+        from tablestore.table import Table
+
+        return Table(self.handle())
+
+    def handle(self) -> "CatalogTable":
+        """The catalog's handle: schema, options, file store and log store of the table."""
+        import catalog
+
+        return catalog.Catalog(self.warehouse, dict(self.catalog_options)).get_table(self.identifier)
+
+
+def table_ref(options: Mapping[str, str]) -> TableRef:
+    opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
+    identifier = opts.get("path") or opts.get("table")
+    if not identifier:
+        raise DataSourceOptionError("a managed read or write needs a table: load('db.table') / save('db.table')")
+    warehouse = opts.get("warehouse") or os.environ.get(WAREHOUSE_ENV)
+    if not warehouse:
+        raise DataSourceOptionError(
+            f"table {identifier!r}: no warehouse: give .option('warehouse', ...) or start the session with "
+            f"tablestore.spark.session(warehouse=...) (environment variable {WAREHOUSE_ENV})")
+    catalog_options = tuple(sorted((k, v) for k, v in opts.items() if k.startswith(_SESSION_PREFIX)))
+    return TableRef(warehouse, identifier, catalog_options)
+
+
+def int_option(options: Mapping[str, str], key: str, table: str) -> int | None:
+    value = dict(options).get(key)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise DataSourceOptionError(f"table {table!r}: option {key!r} must be an integer, got {value!r}") from None
+
+
+def schema_of(options: Mapping[str, str]) -> "StructType":
+    from tablestore.spark.types import spark_schema
+
+    return spark_schema(table_ref(options).handle().schema.arrow_schema)
+
+
+def reader(options: Mapping[str, str], schema: "StructType") -> Any:
+    from tablestore.spark.read import ManagedReader
+
+    return ManagedReader(dict(options), schema)
+
+
+def writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> Any:
+    from tablestore.spark.write import ManagedWriter
+
+    return ManagedWriter(dict(options), schema, overwrite)

@@ -1,0 +1,92 @@
+"""Delta Lake beside managed tables in one Spark session: which Delta build fits the installed PySpark, its jars
+(from Maven Central through `scripts/delta/pom.xml`, cached in `.cache/delta/`), and the session settings.
+
+Delta Lake publishes its Spark jars per Spark minor version (`io.delta:delta-spark_<minor>_2.13`). With Delta
+4.4.0: the 4.2 build works on PySpark 4.2, the 4.1 build on 4.1; there is
+none for 4.3, where the 4.1/4.2 builds write a table and then fail on the first read (`NoSuchMethodError`; see
+issue 12). `tests/tablestore/spark/test_spark_delta.py` runs both formats in one session.
+
+    conf = delta_conf()                     # DeltaUnsupportedError on a PySpark without a Delta build
+    spark = tablestore.spark.session(warehouse="/wh", **conf)
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tablestore.errors import TableStoreError
+
+ROOT = Path(__file__).resolve().parents[2]
+POM = ROOT / "scripts" / "delta" / "pom.xml"
+CACHE = ROOT / ".cache" / "delta"
+
+DELTA_BUILDS: dict[str, str] = {"4.1": "4.4.0", "4.2": "4.4.0"}
+"""PySpark minor version -> the Delta Lake release whose Spark build runs on it."""
+
+JAR_PREFIXES = ("delta-spark_", "delta-storage-")
+"""The jars a session needs: the rest of the POM's dependencies (Hadoop, Parquet, Jackson, Scala) Spark ships."""
+
+
+class DeltaUnsupportedError(TableStoreError):
+    """No Delta Lake build for this PySpark, or its jars cannot be fetched."""
+
+
+def spark_minor() -> str:
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def delta_version() -> str:
+    minor = spark_minor()
+    if minor not in DELTA_BUILDS:
+        raise DeltaUnsupportedError(f"no Delta Lake build runs on PySpark {minor}: Delta supports PySpark "
+                                    f"{', '.join(sorted(DELTA_BUILDS))} (see docs/spark.md)")
+    return DELTA_BUILDS[minor]
+
+
+def delta_jars() -> list[Path]:
+    """The Delta jars for the installed PySpark, fetched with mvn into `.cache/delta/` on first use."""
+    minor, version = spark_minor(), delta_version()
+    libs = Path(os.environ.get("TABLESTORE_DELTA_LIBS", CACHE / f"spark-{minor}-delta-{version}"))
+
+    def found() -> list[Path]:
+        return sorted(j for j in libs.glob("*.jar") if j.name.startswith(JAR_PREFIXES))
+
+    if found():
+        return found()
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise DeltaUnsupportedError("fetching the Delta Lake jars needs Maven (mvn) on the PATH")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / "fetch.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if found():
+            return found()
+        tmp = libs.parent / f".libs-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+               f"-Dspark.minor={minor}", f"-Ddelta.version={version}", f"-DoutputDirectory={tmp}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise DeltaUnsupportedError(f"mvn could not fetch Delta {version} for Spark {minor}:\n{tail}")
+        for jar in tmp.glob("*.jar"):
+            if not jar.name.startswith(JAR_PREFIXES):
+                jar.unlink()
+        shutil.rmtree(libs, ignore_errors=True)
+        os.replace(tmp, libs)
+    return found()
+
+
+def delta_conf() -> dict[str, str]:
+    """Spark settings that add Delta Lake to a session (give them to `tablestore.spark.session`)."""
+    return {
+        "spark.jars": ",".join(str(j) for j in delta_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }

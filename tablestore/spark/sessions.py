@@ -1,0 +1,89 @@
+"""SparkSessions configured the way tablestore's Spark integration needs them. Creating one is explicit: importing
+tablestore.spark never starts Spark.
+
+- `session(warehouse=..., master=None, **conf)`: the session of the `managed` data source (the jar, Python filter
+  pushdown on, the RocksDB state store, the warehouse the data source reads and writes by default).
+- `local_session(...)`: a local session for the materializer operator (kept for existing callers).
+
+The data source itself is registered statically (the top-level module `pyspark_managed`, found by every PySpark
+session whose Python workers can import it), so a session built by hand finds `managed` as well; it then needs
+`spark.sql.python.filterPushdown.enabled=true` (`REQUIRED_CONF`), and the warehouse as a read/write option.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Mapping
+
+from tablestore.spark.jar import jar_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+WAREHOUSE_CONF = "spark.sql.catalog.managed.warehouse"
+WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
+"""The Python data source runs in Python workers that cannot read the session's conf: the default warehouse
+reaches them through this environment variable (of the driver, inherited by the JVM and its workers, and set on
+executors with `spark.executorEnv.`)."""
+
+REQUIRED_CONF: Mapping[str, str] = {
+    # the materializer's state lives in RocksDB, as in the checkpoints of every stateful tablestore query
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    # without it every read of `managed` fails: its reader prunes partitions and files with the pushed filters
+    "spark.sql.python.filterPushdown.enabled": "true",
+}
+
+
+def _python_env() -> None:
+    # Python workers must run this interpreter (the project's venv), not whatever `python3` is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def session(warehouse: str | None = None, *, master: str | None = None, app_name: str = "tablestore",
+            **conf: str) -> "SparkSession":
+    """A SparkSession for managed tables: `local[*]` unless `master` is given; `conf` are Spark settings
+    (``**{"spark.sql.shuffle.partitions": "8"}``) that win over the defaults set here.
+
+    `warehouse` is where `spark.read.format("managed").load("db.t")` finds tables unless a read or write gives
+    ``.option("warehouse", ...)``. If a session is already running in this process, Spark returns it and applies
+    only the settings that can change at runtime: a new jar or warehouse needs `spark.stop()` first.
+    """
+    from pyspark.sql import SparkSession
+
+    _python_env()
+    settings: dict[str, str] = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        **REQUIRED_CONF,
+    }
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # local mode talks over loopback only
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    if warehouse is not None:
+        os.environ[WAREHOUSE_ENV] = warehouse
+        settings[WAREHOUSE_CONF] = warehouse
+        settings[f"spark.executorEnv.{WAREHOUSE_ENV}"] = warehouse
+    settings.update({k: str(v) for k, v in conf.items()})
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    settings["spark.jars"] = ",".join([str(jar_path()), *jars])
+    builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def local_session(app_name: str = "tablestore", *, cores: int = 2,
+                  conf: Mapping[str, str] | None = None) -> "SparkSession":
+    """A `local[cores]` session (one shuffle partition per core, no UI, 2 GB driver) with everything `session()`
+    sets."""
+    settings = {
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": "2g",
+        **(conf or {}),
+    }
+    warehouse = settings.pop(WAREHOUSE_CONF, None)
+    return session(warehouse, master=f"local[{cores}]", app_name=app_name, **settings)

@@ -1,0 +1,169 @@
+"""Batch writes of the `managed` data source: write on executors, commit ONE snapshot on the driver.
+
+Protocol of one write job:
+1. `ManagedWriter.__init__` (driver-side worker) fixes the base snapshot the job writes on top of, the commit
+   scope (append / overwrite all / overwrite the partitions written) and whether the log gets the rows.
+2. `write` (one task per input partition, on executors) applies the task's Arrow batches in order to a file-store
+   writer whose sequence numbers start at `base + 1 + task * SEQUENCE_STRIDE` per bucket (see below), flushes
+   sorted runs, and returns their commit messages (files invisible until 4).
+3. A failed task or job: `abort` deletes the files the finished tasks wrote.
+4. `commit` publishes one snapshot with every task's files (a fresh commit user, identifier 1). A concurrent
+   writer that committed to the same buckets since the base makes it fail with SequenceConflictError (re-run
+   the job); an overwrite that lost files to a concurrent one, with CommitConflictError.
+
+Rows of one primary key arriving through several input partitions: Spark gives no order between tasks, so the
+job orders them by task: each task's sequence numbers start SEQUENCE_STRIDE above the previous task's, so rows
+of a higher-numbered input partition win over rows of lower ones; within a task, input order wins. No two tasks
+give a key tied sequence numbers. For a deterministic result when one key has several rows, repartition by the
+primary key first (`df.repartition(*pk)`): all rows of a key then meet in one task, in their input order.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from filestore import CommitMessage, FileStoreWrite, Partition
+from logstore import ROW_KIND_COLUMN
+from tablestore.convert import checked_row_kinds, value_kinds
+from tablestore.errors import TableStoreError
+from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from filestore import FileStore
+
+SEQUENCE_STRIDE = 1 << 32
+"""Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
+WRITE_CHUNK_ROWS = 256 * 1024
+"""Rows a task gathers from Spark's batches before handing them to the file store's writer (in input order)."""
+
+
+class SparkWriteError(TableStoreError):
+    """A Spark write to a managed table cannot proceed; names the table."""
+
+
+@dataclass(frozen=True)
+class TaskCommit(WriterCommitMessage):
+    """What one write task hands the driver: its file-store commit messages."""
+
+    task: int
+    messages: tuple[CommitMessage, ...]
+
+
+class _TaskSequences(dict[tuple[Partition, int], int]):
+    """Highest committed sequence number per bucket, shifted up by this task's stride: FileStoreWrite numbers a
+    bucket's rows from `get(where, -1) + 1`, for buckets it has never seen too."""
+
+    def __init__(self, committed: dict[tuple[Partition, int], int], offset: int) -> None:
+        super().__init__(committed)
+        self.offset = offset
+
+    def get(self, key: tuple[Partition, int], default: int | None = None) -> int:  # type: ignore[override]
+        return super().get(key, -1) + self.offset
+
+
+def _change_tracking(options: dict[str, str], table_options: dict[str, str], table: str) -> bool:
+    from catalog import CHANGE_TRACKING
+
+    raw = options.get(CHANGE_TRACKING.key, table_options.get(CHANGE_TRACKING.key, CHANGE_TRACKING.default))
+    try:
+        return bool(CHANGE_TRACKING.parse(str(raw)))
+    except Exception as e:   # the option type's own error names the problem
+        raise DataSourceOptionError(f"table {table!r}: option {CHANGE_TRACKING.key!r}: {e}") from None
+
+
+class ManagedWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: "StructType", overwrite: bool) -> None:
+        self.ref: TableRef = table_ref(options)
+        handle = self.ref.handle()
+        table = self.ref.identifier
+        mode = options.get("overwrite-mode", "static").lower()
+        if mode not in ("static", "dynamic"):
+            raise DataSourceOptionError(f"table {table!r}: overwrite-mode must be 'static' or 'dynamic', got {mode!r}")
+        self.scope: Literal["all", "dynamic"] | None = None
+        if overwrite:
+            self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
+        tracking = _change_tracking(options, dict(handle.options.raw), table)
+        if tracking and handle.log is not None and self.scope is None:
+            # Kafka transactions cannot move from executor tasks to the driver with the Python client: the
+            # cross-process log protocol comes with the streaming sink
+            raise SparkWriteError(
+                f"table {table!r} has a log ({handle.options.raw.get('log.system', 'kafka')}): Spark batch writes "
+                "go to the file store only for now; write with .option('change-tracking', 'false') (log readers "
+                "then do not see these rows) or through the Python API")
+        base = handle.store.snapshots.latest()
+        self.base_snapshot_id = None if base is None else base.id
+        self.commit_user = f"spark-{uuid.uuid4()}"
+        names = [f.name for f in schema]
+        self.has_row_kind = ROW_KIND_COLUMN in names
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        handle = self.ref.handle()
+        store = handle.store
+        base = None if self.base_snapshot_id is None else store.snapshots.get(self.base_snapshot_id)
+        committed: dict[tuple[Partition, int], int] = {}
+        for e in store.live_entries(base).values():
+            where = (e.partition, e.bucket)
+            committed[where] = max(committed.get(where, -1), e.file.max_sequence_number)
+        writer = FileStoreWrite(store, _TaskSequences(committed, task * SEQUENCE_STRIDE))
+        try:
+            # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
+            pending: list[pa.RecordBatch] = []
+            rows = 0
+            for batch in iterator:
+                if batch.num_rows:
+                    pending.append(batch)
+                    rows += batch.num_rows
+                if rows >= WRITE_CHUNK_ROWS:
+                    self._apply(writer, pending)
+                    pending, rows = [], 0
+            self._apply(writer, pending)
+            messages = tuple(writer.prepare_commit())
+        except BaseException:
+            # files this task already flushed stay unreferenced: `remove_orphan_files` deletes them
+            raise
+        for m in messages:
+            limit = committed.get((m.partition, m.bucket), -1) + (task + 1) * SEQUENCE_STRIDE
+            if any(f.max_sequence_number > limit for f in m.added):
+                _delete(store, messages)
+                raise SparkWriteError(f"table {self.ref.identifier!r}: task {task} wrote more than "
+                                      f"{SEQUENCE_STRIDE} rows into bucket {m.bucket}: use more input partitions")
+        return TaskCommit(task, messages)
+
+    def _apply(self, writer: FileStoreWrite, batches: list[pa.RecordBatch]) -> None:
+        if not batches:
+            return
+        data = pa.Table.from_batches(batches)
+        kinds = None
+        if self.has_row_kind:
+            kinds = value_kinds(checked_row_kinds(self.ref.identifier, data))
+            data = data.drop_columns([ROW_KIND_COLUMN])
+        writer.write(data, kinds)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        store = self.ref.handle().store
+        done = [m for m in messages if isinstance(m, TaskCommit)]
+        everything = [cm for m in done for cm in m.messages]
+        # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
+        store.new_commit(self.commit_user, new_user=True).commit(everything, identifier=1, overwrite=self.scope)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        store = self.ref.handle().store
+        if store.new_commit(self.commit_user).find_committed(1) is not None:
+            return   # the commit published its snapshot before failing: the files are the table's now
+        _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
+
+
+def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
+    for m in messages:
+        for f in m.added:
+            store.io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))

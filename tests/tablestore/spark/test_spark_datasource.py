@@ -1,0 +1,195 @@
+"""The `managed` data source against the Python API: Spark reads what Python reads (random tables, random pushed
+filters), Python reads what Spark wrote (partitioned or not, primary key or not), time travel, write modes."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tablestore
+import tablestore.spark
+from tablestore.spark.types import spark_schema
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("v", pa.float64()),
+                    pa.field("part", pa.string(), False)])
+_tables = itertools.count()
+
+
+def _new_table(warehouse: Path, pk: bool, partitioned: bool, buckets: int,
+               schema: pa.Schema = SCHEMA) -> tablestore.Table:
+    cat = tablestore.Catalog(str(warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    return cat.create_table(f"db.t{next(_tables)}", schema, primary_key=["id", "part"] if pk else None,
+                            partition_by=["part"] if partitioned else None, options={"bucket": str(buckets)})
+
+
+def _load(spark: Any, warehouse: Path, table: tablestore.Table, **options: str) -> Any:
+    return spark.read.format("managed").option("warehouse", str(warehouse)).options(**options).load(table.name)
+
+
+def _sorted(rows: list[Any]) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in rows), key=repr)
+
+
+PROP_SCHEMA = pa.schema([*SCHEMA, ("day", pa.date32()), ("amount", pa.decimal128(9, 2)), ("flag", pa.bool_())])
+rows_st = st.lists(st.tuples(st.integers(0, 12), st.sampled_from([None, "a1", "a2", "b1", "zz"]),
+                             st.one_of(st.none(), st.floats(-2, 2, allow_nan=False)), st.sampled_from("xyz"),
+                             st.one_of(st.none(), st.dates(dt.date(2024, 1, 1), dt.date(2024, 1, 9))),
+                             st.one_of(st.none(), st.decimals(-5, 5, places=2)), st.one_of(st.none(), st.booleans())),
+                   max_size=25)
+atoms = st.sampled_from([
+    "id > {k}", "id = {k}", "id <= {k}", "id IN ({k}, 3, 7)", "NOT (id IN ({k}, 2))", "id <=> {k}",
+    "name = 'a1'", "name IS NULL", "name IS NOT NULL", "name LIKE 'a%'", "name <> 'zz'", "name > 'a2'",
+    "part = 'x'", "part <> 'y'", "part IN ('x', 'z')", "v > 0.5", "v IS NULL", "(id = {k} OR part = 'y')",
+    "id + 1 > {k}", "NOT (part = 'z')", "day >= DATE'2024-01-0{d}'", "day = DATE'2024-01-0{d}'",
+    "amount > {k} - 6.5", "amount IN (1.00, -2.50)", "flag", "NOT flag", "flag IS NULL",
+])
+filters_st = st.lists(st.tuples(atoms, st.integers(0, 12)), min_size=1, max_size=3).map(
+    lambda terms: " AND ".join(t.format(k=k, d=k % 9 + 1) for t, k in terms))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pk=st.booleans(), partitioned=st.booleans(), buckets=st.integers(1, 3),
+       batches=st.lists(rows_st, min_size=1, max_size=3), compact=st.booleans(), condition=filters_st)
+def test_spark_reads_what_python_reads_with_any_pushed_filter(
+        spark: Any, tmp_path_factory: pytest.TempPathFactory, pk: bool, partitioned: bool, buckets: int,
+        batches: list[list[tuple[Any, ...]]], compact: bool, condition: str) -> None:
+    warehouse = tmp_path_factory.mktemp("wh")
+    table = _new_table(warehouse, pk, partitioned, buckets, PROP_SCHEMA)
+    for batch in batches:   # several writes: several sorted runs per bucket (and updates of the same keys)
+        table.write(pa.Table.from_pylist([dict(zip(PROP_SCHEMA.names, r)) for r in batch], schema=PROP_SCHEMA))
+    if compact:   # one sorted run per bucket: read without a merge (raw-convertible splits)
+        table.compact(full=True)
+    everything = table.read()
+    expected = spark.createDataFrame(everything.to_pylist(), spark_schema(PROP_SCHEMA)).filter(condition).collect()
+    got = _load(spark, warehouse, table).filter(condition).collect()
+    assert _sorted(got) == _sorted(expected), condition
+    assert _sorted(_load(spark, warehouse, table).collect()) == _sorted([tuple(r.values())
+                                                                         for r in everything.to_pylist()])
+
+
+def test_pushed_filters_prune_partitions_and_leave_spark_s_plan(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=True, buckets=2)
+    table.write(pa.Table.from_pylist([{"id": i, "name": f"n{i}", "v": 1.0, "part": "xyz"[i % 3]} for i in range(30)],
+                                     schema=SCHEMA))
+    df = _load(spark, tmp_path, table).filter("part = 'x' AND id > 20 AND v > 0.5")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    spark_filter = " ".join(line for line in plan.splitlines() if "Filter (" in line)
+    assert "v#" in spark_filter and "part#" not in spark_filter and "id#" not in spark_filter   # v stays with Spark
+    assert df.rdd.getNumPartitions() == 2   # the splits of partition x only (2 buckets), not all 6
+    assert sorted(r.id for r in df.collect()) == [21, 24, 27]
+
+
+def test_python_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
+    for pk, partitioned in itertools.product([True, False], [True, False]):
+        table = _new_table(tmp_path, pk, partitioned, buckets=2)
+        label = f"pk={pk} partitioned={partitioned}"
+        first = [(i, f"n{i}", float(i), "xy"[i % 2]) for i in range(40)]
+        df = spark.createDataFrame(first, spark_schema(SCHEMA)).repartition(3)
+        df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+        assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(first), label
+        assert len(table.snapshots()) == 1, label    # one snapshot for the whole job
+
+        # a changelog: update one row, delete another (the old row for a table without a primary key)
+        changes = [("+U" if pk else "+I", 1, "changed", 1.0, "y"), ("-D", 2, "n2", 2.0, "x")]
+        if not pk:
+            changes.append(("-D", 1, "n1", 1.0, "y"))
+        cdf = spark.createDataFrame(changes, "_row_kind string, id long, name string, v double, part string")
+        cdf.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+        expected = {(r[0], r[3]): r for r in first}
+        expected[(1, "y")] = (1, "changed", 1.0, "y")
+        del expected[(2, "x")]
+        rows = _sorted([tuple(r.values()) for r in table.read().to_pylist()])
+        assert rows == _sorted(list(expected.values())), label
+
+        # overwrite: dynamic replaces the partitions present, static the whole table
+        new = spark.createDataFrame([(100, "new", 0.0, "x")], spark_schema(SCHEMA))
+        new.write.format("managed").option("warehouse", str(tmp_path)).option("overwrite-mode", "dynamic") \
+            .mode("overwrite").save(table.name)
+        if partitioned:
+            expected = {k: r for k, r in expected.items() if k[1] == "y"} | {(100, "x"): (100, "new", 0.0, "x")}
+        else:
+            expected = {(100, "x"): (100, "new", 0.0, "x")}
+        assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
+        new.write.format("managed").option("warehouse", str(tmp_path)).mode("overwrite").save(table.name)
+        assert table.read().num_rows == 1, label
+        assert _load(spark, tmp_path, table).count() == 1
+
+
+def test_rows_of_one_key_in_several_input_partitions_take_the_last_partition(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=2)
+    rows = [(1, "p0-first", 0.0, "x"), (1, "p0-last", 0.0, "x"), (1, "p1-first", 0.0, "x"), (1, "p1-last", 0.0, "x")]
+    df = spark.sparkContext.parallelize(rows, 2).toDF(spark_schema(SCHEMA))
+    df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    assert table.read().column("name").to_pylist() == ["p1-last"]
+    starts = sorted(int(f["min_sequence_number"]) for f in table.files())  # type: ignore[call-overload]
+    assert len(starts) == 2 and starts[0] < 1 << 32 <= starts[1]      # task i numbers from i * 2**32
+
+
+def test_distribute_by_bucket_gives_one_writer_per_bucket_in_input_order(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=True, buckets=3)
+    rows = [(i % 7, f"r{i}", float(i), "xy"[i % 2]) for i in range(200)]   # every key written many times
+    df = spark.sparkContext.parallelize(rows, 4).toDF(spark_schema(SCHEMA))
+    tablestore.spark.distribute_by_bucket(df, table.name, warehouse=str(tmp_path)) \
+        .write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    files = table.files()
+    assert len(files) == len({(str(f["partition"]), f["bucket"]) for f in files})   # one run per bucket
+    expected = {(r[0], r[3]): r for r in rows}   # input order: the last row of a key wins
+    assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
+
+
+def test_the_session_s_warehouse_is_the_default(spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    """`tablestore.spark.session(warehouse=...)` (here through local_session): no warehouse option needed; the
+    option wins over it."""
+    tables = []
+    for warehouse in (spark_warehouse, tmp_path):
+        cat = tablestore.Catalog(str(warehouse))
+        cat.create_database("session_db", ignore_if_exists=True)
+        tables.append(cat.create_table("session_db.t", SCHEMA, primary_key=["id", "part"]))
+    spark.createDataFrame([(1, "a", 0.0, "x")], spark_schema(SCHEMA)).write.format("managed").mode("append") \
+        .save("session_db.t")
+    assert spark.read.format("managed").load("session_db.t").count() == 1 == tables[0].read().num_rows
+    assert tables[1].read().num_rows == 0
+    tables[1].write(pa.Table.from_pylist([{"id": 1, "name": "b", "v": 0.0, "part": "x"}], schema=SCHEMA))
+    assert _load(spark, tmp_path, tables[1]).collect()[0].name == "b"
+    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+
+
+def test_a_failed_write_job_commits_nothing_and_removes_its_files(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
+    rows = [("+I", 1, "a", 0.0, "x"), ("+I", 2, "b", 0.0, "x"), ("+X", 3, "c", 0.0, "x")]
+    df = spark.sparkContext.parallelize(rows, 3).toDF("_row_kind string, id long, name string, v double, part string")
+    with pytest.raises(Exception, match=r"invalid _row_kind \['[+]X'\]"):
+        df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    assert table.snapshots() == []
+    assert not [p for p in Path(table.path).rglob("*.parquet")]   # the finished tasks' files were aborted
+
+
+def test_time_travel_by_snapshot_id_and_timestamp(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
+    first = table.write(pa.Table.from_pylist([{"id": 1, "name": "a", "v": 0.0, "part": "x"}], schema=SCHEMA))
+    table.write(pa.Table.from_pylist([{"id": 2, "name": "b", "v": 0.0, "part": "x"}], schema=SCHEMA))
+    at = next(s for s in table.snapshots() if s.id == first).time_millis
+    assert _load(spark, tmp_path, table, **{"snapshot-id": str(first)}).count() == 1
+    assert _load(spark, tmp_path, table, **{"timestamp-ms": str(at)}).count() == 1
+    assert _load(spark, tmp_path, table).count() == 2
+
+
+def test_clear_errors_for_a_missing_warehouse_and_bad_options(spark: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
+    with pytest.raises(Exception, match="snapshot-id"):
+        _load(spark, tmp_path, table, **{"snapshot-id": "three"}).collect()
+    df = spark.createDataFrame([(1, "a", 0.0, "x")], spark_schema(SCHEMA))
+    with pytest.raises(Exception, match="overwrite-mode"):
+        df.write.format("managed").option("warehouse", str(tmp_path)).option("overwrite-mode", "some") \
+            .mode("overwrite").save(table.name)
+    assert table.read().num_rows == 0

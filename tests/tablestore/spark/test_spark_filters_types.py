@@ -1,0 +1,81 @@
+"""Spark filters -> Arrow expressions, and the Spark <-> Arrow type mapping (no SparkSession needed)."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import datasource as D
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from tablestore.spark.filters import translate
+from tablestore.spark.types import SparkTypeError, read_schema, spark_schema, to_spark_batch
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("v", pa.float64()),
+                    ("ts", pa.timestamp("us", tz="UTC")), ("d", pa.date32())])
+ROWS = pa.table({"id": [1, 2, 3, 4], "name": ["a", None, "ab", "b"], "v": [1.0, float("nan"), None, 2.0],
+                 "ts": pa.array([0, 1, 2, 3], pa.timestamp("us", tz="UTC")),
+                 "d": [dt.date(2024, 1, i) for i in range(1, 5)]}, schema=SCHEMA)
+
+
+def _ids(expression: object) -> list[int]:
+    return ROWS.filter(expression).column("id").to_pylist()
+
+
+def test_exact_filters_follow_sql_null_semantics_and_leave_the_plan() -> None:
+    filters = [D.GreaterThan(("id",), 1), D.Not(D.EqualTo(("name",), "b")), D.IsNotNull(("name",)),
+               D.StringStartsWith(("name",), "a")]
+    done = translate(filters, SCHEMA)
+    assert done.kept == ()
+    assert _ids(done.exact) == [3]            # NOT(name = 'b') drops the null name, as in Spark
+
+
+def test_floats_timestamps_and_untranslatable_filters_stay_with_spark() -> None:
+    filters = [D.GreaterThan(("v",), 0.5), D.LessThan(("ts",), dt.datetime(2030, 1, 1)),
+               D.Not(D.In(("id",), [1])),  # type: ignore[arg-type]  # Spark passes a list
+               D.EqualTo(("id",), "not a number"), D.EqualTo(("nested", "x"), 1)]
+    done = translate(filters, SCHEMA)
+    assert done.kept == (0, 1, 2, 3, 4)
+    assert done.exact is None
+    assert _ids(done.prune) == [1, 4]         # the float comparison still prunes (NaN > 0.5 is for Spark)
+
+
+def test_in_equal_null_safe_and_dates() -> None:
+    done = translate([D.In(("id",), [2, 4, 9]), D.EqualNullSafe(("name",), None)], SCHEMA)  # type: ignore[arg-type]
+    assert _ids(done.exact) == [2]
+    done = translate([D.GreaterThanOrEqual(("d",), dt.date(2024, 1, 3)), D.Not(D.EqualNullSafe(("name",), "b"))],
+                     SCHEMA)
+    assert _ids(done.exact) == [3]
+
+
+def test_read_schema_is_what_pyspark_expects_and_batches_cast_to_it() -> None:
+    schema = pa.schema([pa.field("k", pa.int32(), False), ("s", pa.large_string()), ("u", pa.uint32()),
+                        ("dec", pa.decimal128(10, 2)), ("ntz", pa.timestamp("ms")),
+                        ("tz", pa.timestamp("ns", tz="Europe/Paris")), ("l", pa.list_(pa.int16())),
+                        ("st", pa.struct([("a", pa.bool_())])), ("b", pa.binary()), ("f", pa.float32())])
+    spark = spark_schema(schema)
+    assert [f.nullable for f in spark] == [f.nullable for f in schema]
+    target = read_schema(spark)
+    without_tz = spark_schema(schema.remove(schema.get_field_index("tz")))
+    plain = to_arrow_schema(without_tz)   # 4.1: timestamps in UTC by default; 4.2+: only with timezone="UTC"
+    assert all(target.field(f.name).equals(plain.field(f.name)) for f in plain)
+    assert target.field("tz").type == pa.timestamp("us", tz="UTC")
+    row = {"k": 1, "s": "x", "u": 7, "dec": decimal.Decimal("1.25"), "ntz": dt.datetime(2024, 1, 1),
+           "tz": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), "l": [1], "st": {"a": True}, "b": b"x", "f": 1.5}
+    cast = to_spark_batch(pa.Table.from_pylist([row], schema=schema), target)
+    assert cast.schema.equals(target) and cast.to_pylist()[0]["u"] == 7
+
+
+def test_types_without_a_spark_twin_name_the_column() -> None:
+    with pytest.raises(SparkTypeError, match="'span'"):
+        spark_schema(pa.schema([("span", pa.duration("s"))]))
+
+
+def test_decimals_and_booleans_are_exact() -> None:
+    schema = pa.schema([("amount", pa.decimal128(9, 2)), ("flag", pa.bool_())])
+    rows = pa.table({"amount": [decimal.Decimal("1.00"), decimal.Decimal("2.50"), None],
+                     "flag": [True, True, None]}, schema=schema)
+    done = translate([D.GreaterThan(("amount",), decimal.Decimal("1.5")), D.EqualTo(("flag",), True)], schema)
+    assert done.kept == () and rows.filter(done.exact).num_rows == 1
+    assert translate([D.EqualTo(("amount",), decimal.Decimal("1.001"))], schema).kept == (0,)   # does not fit
