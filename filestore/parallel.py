@@ -3,10 +3,11 @@
 pyarrow releases the GIL in sorting, taking, Parquet encoding and decoding, so buckets use both cores of a small
 machine. Tasks on the pool never wait for other pool tasks (no nesting), so the pool cannot deadlock.
 
-The workers are daemon threads fed by a queue, not a `ThreadPoolExecutor`: the executor joins its threads at
-interpreter exit, and a thread that used pyarrow exiting then, with confluent_kafka loaded (the log store), has been
-seen to abort the process ("terminate called without an active exception"). Daemon workers simply stay blocked on
-the queue. Work still running at exit is abandoned, like any unflushed memtable: nothing it wrote is committed.
+The workers are daemon threads fed by a queue: they need no joining at interpreter exit, and work still running then
+is abandoned like any unflushed memtable (nothing it wrote is committed). Known open issue: now and then (about 1 in
+15 runs under load) a process whose threads used pyarrow, with confluent_kafka loaded, aborts at exit with
+"terminate called without an active exception", after all its work is done; seen with a ThreadPoolExecutor and with
+these daemon workers, never yet with pyarrow on the main thread only.
 """
 from __future__ import annotations
 
