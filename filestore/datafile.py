@@ -50,11 +50,15 @@ def read_data_file(
     reader, which skips the row groups whose statistics contradict it."""
     names = list(columns) if columns is not None else None
     try:
-        with io.open_input(path) as f:
-            if file_format == "parquet":
-                # Arrow's own threads only from the main thread: the file store's pool workers already use the cores
-                main = threading.current_thread() is threading.main_thread()
+        if file_format == "parquet":
+            # a native Arrow file, not a Python file object: Arrow's reader may drop its last reference to the file
+            # on one of its own threads after the read returned, and releasing a Python object there needs the GIL,
+            # which aborts the process if the interpreter is exiting ("terminate called without an active
+            # exception"). Arrow's threads only from the main thread: the file store's pool workers use the cores.
+            main = threading.current_thread() is threading.main_thread()
+            with io.arrow_fs().open_input_file(path) as f:
                 return pq.read_table(f, columns=names, filters=filter, use_threads=main)
+        with io.open_input(path) as f:
             table = orc.read_table(f, columns=names)
             return table if filter is None else table.filter(filter)
     except FileNotFoundError:

@@ -4,10 +4,8 @@ pyarrow releases the GIL in sorting, taking, Parquet encoding and decoding, so b
 machine. Tasks on the pool never wait for other pool tasks (no nesting), so the pool cannot deadlock.
 
 The workers are daemon threads fed by a queue: they need no joining at interpreter exit, and work still running then
-is abandoned like any unflushed memtable (nothing it wrote is committed). Known open issue: now and then (about 1 in
-15 runs under load) a process whose threads used pyarrow, with confluent_kafka loaded, aborts at exit with
-"terminate called without an active exception", after all its work is done; seen with a ThreadPoolExecutor and with
-these daemon workers, never yet with pyarrow on the main thread only.
+is abandoned like any unflushed memtable (nothing it wrote is committed). (An abort at exit once blamed on the
+threads came from Parquet pre-buffering on Python file objects: see `filestore.datafile.read_data_file`.)
 """
 from __future__ import annotations
 
