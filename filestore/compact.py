@@ -1,16 +1,18 @@
-"""Compaction of one table: pick runs per bucket (compact_pick), merge them with the one merge function, write the
-result as a run at the output level, and hand back commit messages (files deleted + files added) for a COMPACT
-commit. A concurrent overwrite that removed the same files makes that commit fail with CommitConflictError; the
-data stays correct and compaction simply runs again later."""
+"""Compaction of one table: pick runs per bucket (compact_pick), read them merged the one way reads do
+(`SplitRead.read_run`: the one merge function, or no merge for a single run), write the result as a run at the output
+level, and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets compact in parallel
+on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with
+CommitConflictError; the data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import wait
 from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from filestore import compact_pick
 from filestore.live import LiveFiles
 from filestore.meta import CommitMessage, Partition, Snapshot
-from filestore.merge import merge
+from filestore.parallel import pool
 from filestore.scan import Split
 
 if TYPE_CHECKING:
@@ -63,23 +65,37 @@ def compact(
     trigger: int | None = None, partitions: Callable[[Partition], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[CommitMessage]:
-    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT. If rewriting a
-    bucket fails, the files already written for the others are deleted before the error propagates.
-    `progress(done, total)` is called with the bytes of input files rewritten so far, before and after each
-    bucket."""
-    messages: list[CommitMessage] = []
+    """Rewrite what `plan_compaction` picks; the commit messages to commit with CommitKind.COMPACT. Buckets are
+    rewritten in parallel on the worker pool. If rewriting a bucket fails, the files already written for the others
+    are deleted before the error propagates. `progress(done, total)` is called with the bytes of input files
+    rewritten so far, before and after each bucket (in plan order)."""
     plans = plan_compaction(store, snapshot, full=full, buckets=buckets, live=live, trigger=trigger,
                             partitions=partitions)
     total, done = sum(f.file_size for _, _, unit in plans for f in unit.files), 0
     if progress is not None:
         progress(0, total)
+    writer, reader = store.data_file_writer(), store.new_read()
+
+    def rewrite(plan: tuple[Partition, int, compact_pick.CompactUnit]) -> CommitMessage:
+        partition, bucket, unit = plan
+        split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
+        run = reader.read_run(split, final=unit.drop_deletes)
+        added = writer.write_run(run, partition, bucket, level=unit.output_level)
+        log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
+                  len(added), unit.output_level)
+        return CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files)
+
+    messages: list[CommitMessage] = []
+    futures = [pool().submit(rewrite, p) for p in plans] if len(plans) > 1 else []
     try:
-        for partition, bucket, unit in plans:
-            messages.append(_rewrite(store, snapshot, partition, bucket, unit))
-            done += sum(f.file_size for f in unit.files)
+        for i, plan in enumerate(plans):
+            messages.append(futures[i].result() if futures else rewrite(plan))
+            done += sum(f.file_size for f in plan[2].files)
             if progress is not None:
                 progress(done, total)
     except BaseException:
+        wait(futures)  # no rewrite outlives the failure: the files of every finished one are deleted too
+        messages += [f.result() for f in futures[len(messages):] if not f.cancelled() and f.exception() is None]
         delete_added_files(store, messages)
         raise
     return messages
@@ -95,16 +111,3 @@ def delete_added_files(store: "FileStore", messages: Sequence[CommitMessage]) ->
                 store.io.delete(path)
             except OSError as e:
                 log.warning("could not delete %s of a failed commit: %s", path, e)
-
-
-def _rewrite(store: "FileStore", snapshot: Snapshot | None, partition: Partition, bucket: int,
-             unit: compact_pick.CompactUnit) -> CommitMessage:
-    writer = store.data_file_writer()
-    s = store.schema
-    split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
-    records = store.new_read().read_records(split)
-    run = merge(records, s.key_columns, primary_key=s.has_primary_key, final=unit.drop_deletes)
-    added = writer.write_run(run, partition, bucket, level=unit.output_level)
-    log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
-              len(added), unit.output_level)
-    return CommitMessage(partition, bucket, store.options.bucket, tuple(added), unit.files)

@@ -7,6 +7,7 @@ row columns, sorted by key. Files of one run have disjoint key ranges; a run rol
 from __future__ import annotations
 
 import io as _io
+import threading
 import time
 from typing import Sequence
 
@@ -23,12 +24,17 @@ from filestore.meta import ColumnStats, DataFileMeta, Partition, ValueKind
 from filestore.paths import TablePaths
 
 FORMATS = ("parquet", "orc")
+# Parquet row groups of this many rows, each with min/max statistics: files are sorted by key, so a key-range read
+# skips every row group outside the range (see filestore.read). No dictionary encoding: with row groups this size a
+# dictionary rebuilt per group costs more write time than it saves, and zstd compresses repeated values anyway.
+ROW_GROUP_ROWS = 65_536
 
 
 def _serialize(table: pa.Table, file_format: str, compression: str) -> bytes:
     sink = _io.BytesIO()
     if file_format == "parquet":
-        pq.write_table(table, sink, compression=compression)
+        pq.write_table(table, sink, compression=compression, row_group_size=ROW_GROUP_ROWS, write_statistics=True,
+                       use_dictionary=False)
     elif file_format == "orc":
         orc.write_table(table, sink, compression=compression)
     else:
@@ -36,12 +42,25 @@ def _serialize(table: pa.Table, file_format: str, compression: str) -> bytes:
     return sink.getvalue()
 
 
-def read_data_file(io: FileIO, path: str, file_format: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_data_file(
+    io: FileIO, path: str, file_format: str, columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> pa.Table:
+    """The rows of one data file, in file order. `filter` keeps only matching rows; for Parquet it is handed to the
+    reader, which skips the row groups whose statistics contradict it."""
+    names = list(columns) if columns is not None else None
     try:
+        if file_format == "parquet":
+            # a native Arrow file, not a Python file object: Arrow's reader may drop its last reference to the file
+            # on one of its own threads after the read returned, and releasing a Python object there needs the GIL,
+            # which aborts the process if the interpreter is exiting ("terminate called without an active
+            # exception"). Arrow's threads only from the main thread: the file store's pool workers use the cores.
+            main = threading.current_thread() is threading.main_thread()
+            with io.arrow_fs().open_input_file(path) as f:
+                return pq.read_table(f, columns=names, filters=filter, use_threads=main)
         with io.open_input(path) as f:
-            if file_format == "parquet":
-                return pq.read_table(f, columns=list(columns) if columns is not None else None)
-            return orc.read_table(f, columns=list(columns) if columns is not None else None)
+            table = orc.read_table(f, columns=names)
+            return table if filter is None else table.filter(filter)
     except FileNotFoundError:
         raise FileStoreError(
             f"data file {path} is missing: was it removed by hand or by a bad orphan cleanup?"
@@ -51,21 +70,62 @@ def read_data_file(io: FileIO, path: str, file_format: str, columns: Sequence[st
 
 
 def column_stats(table: pa.Table, columns: Sequence[str]) -> tuple[ColumnStats, ...]:
-    """Min/max per column in key order: taken over the encoded key bytes, so NaN is the largest float and no
-    precision is lost (the native min_max ignores NaN)."""
+    """Min/max per column in key order, as encoded key bytes: NaN is the largest float, -0.0 < 0.0, and no precision
+    is lost. Arrow's `min_max` finds the extremes (it ignores NaN and ties -0.0 with 0.0); only the values equal to
+    them (and NaNs) are encoded, and the min/max of those encodings is the answer, the same as encoding every value
+    (`column_stats_encoding_all`, the reference the tests compare against)."""
+    out = []
+    for name in columns:
+        col = table.column(name)
+        try:
+            codec = KeyCodec([col.type])
+        except KeyCodecError:
+            continue  # no order on this type: the column is never used to skip files
+        try:
+            candidates = _extreme_candidates(col)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):  # no native min_max: encode all
+            candidates = col.drop_null()
+        out.append(_stats_of(name, codec.encode_columns([candidates]), col.null_count))
+    return tuple(out)
+
+
+def column_stats_encoding_all(table: pa.Table, columns: Sequence[str]) -> tuple[ColumnStats, ...]:
+    """The definition of `column_stats`: min/max over the key encoding of every value (slow; tests use it)."""
     out = []
     for name in columns:
         col = table.column(name)
         try:
             encoded = KeyCodec([col.type]).encode_columns([col.drop_null()])
         except KeyCodecError:
-            continue  # no order on this type: the column is never used to skip files
-        if len(encoded) == 0:
-            out.append(ColumnStats(name, None, None, col.null_count))
             continue
-        mm = pc.min_max(encoded)
-        out.append(ColumnStats(name, mm["min"].as_py(), mm["max"].as_py(), col.null_count))
+        out.append(_stats_of(name, encoded, col.null_count))
     return tuple(out)
+
+
+def _stats_of(name: str, encoded: pa.Array, null_count: int) -> ColumnStats:
+    if len(encoded) == 0:
+        return ColumnStats(name, None, None, null_count)
+    mm = pc.min_max(encoded)
+    return ColumnStats(name, mm["min"].as_py(), mm["max"].as_py(), null_count)
+
+
+def _extreme_candidates(col: pa.ChunkedArray) -> pa.Array:
+    """The non-null values among which the key-order min and max are: the native extremes, plus for floats every
+    zero when an extreme is zero (-0.0 == 0.0 natively but they encode differently) and one NaN, if any."""
+    values = col.drop_null() if col.null_count else col
+    if len(values) == 0:
+        return pa.array([], col.type)
+    mm = pc.min_max(values)
+    lo, hi = mm["min"], mm["max"]
+    extremes = pa.array([lo, hi], values.type)  # equal values encode equally, but for the cases below
+    if not pa.types.is_floating(values.type):
+        return extremes
+    parts = [extremes.filter(pc.invert(pc.is_nan(extremes)))]
+    if lo.as_py() == 0 or hi.as_py() == 0:
+        parts.append(values.filter(pc.equal(values, 0)).combine_chunks())
+    if pc.any(pc.is_nan(values)).as_py():
+        parts.append(pa.array([float("nan")], values.type))
+    return pa.concat_arrays(parts)
 
 
 class DataFileWriter:

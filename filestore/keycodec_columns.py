@@ -42,6 +42,9 @@ def _with_marker(payload: np.ndarray, validity: pa.Buffer | None) -> pa.Array:
     matrix = np.empty((n, width + 1), dtype=np.uint8)
     matrix[:, 0] = 1
     matrix[:, 1:] = payload
+    if n * (width + 1) < 2**31:  # a binary array over the same bytes: offsets every width + 1 bytes, no copy
+        offsets = np.arange(0, (n + 1) * (width + 1), width + 1, dtype=np.int32)
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(matrix)])
     fixed = pa.Array.from_buffers(pa.binary(width + 1), n, [validity, pa.py_buffer(matrix)])
     return fixed.cast(pa.binary())
 
@@ -98,6 +101,8 @@ def variable_binary_field(arr: pa.Array) -> pa.Array:
 
 def join_fields(fields: Sequence[pa.Array]) -> pa.BinaryArray:
     """Concatenate per-field encodings row by row; a null field becomes the null marker."""
+    if len(fields) == 1 and fields[0].null_count == 0 and fields[0].type == pa.binary():
+        return fields[0]  # one field without nulls: already the key
     joined = pc.binary_join_element_wise(
         *fields, b"", null_handling="replace", null_replacement=NULL_MARKER.decode("ascii")
     )

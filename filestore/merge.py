@@ -57,14 +57,55 @@ def _first_of_each_key(sorted_table: pa.Table, key_columns: Sequence[str]) -> np
     return first
 
 
+def strictly_sorted(records: pa.Table, key_columns: Sequence[str]) -> bool:
+    """Whether every row's key is greater than the previous row's (so the keys are sorted and unique): such records
+    are their own merge. NaN and nulls compare false, so records holding them take the general path."""
+    n = records.num_rows
+    if n < 2:
+        return True
+    if n > 4096 and not strictly_sorted(records.slice(0, 4096), key_columns):
+        return False  # unsorted input shows it early: spare the full comparison
+    greater = pa.array(np.zeros(n - 1, dtype=bool))
+    equal_so_far = pa.array(np.ones(n - 1, dtype=bool))
+    for name in key_columns:
+        col = records.column(name)
+        cur, prev = col.slice(1), col.slice(0, n - 1)
+        try:
+            gt, eq = pc.greater(cur, prev), pc.equal(cur, prev)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return False
+        greater = pc.or_(greater, pc.and_(equal_so_far, pc.fill_null(gt, False)))
+        equal_so_far = pc.and_(equal_so_far, pc.fill_null(eq, False))
+    return bool(pc.all(greater).as_py())
+
+
 def merge_primary_key(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Table:
     if records.num_rows == 0:
         return records
-    order = pc.sort_indices(records, sort_keys=[(k, "ascending") for k in key_columns] + [(SEQ, "descending")])
-    ordered = records.take(order)
-    winners = ordered.filter(pa.array(_first_of_each_key(ordered, key_columns)))
+    winners = merge_primary_key_winners(records, key_columns, final=final)
+    return records if winners is None else records.take(winners)
+
+
+def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Array | None:
+    """The rows of `records` that `merge_primary_key` returns, as indices in output order (None: every row, as it
+    is). `records` needs only the key columns, SEQ and KIND, so a caller can take the full rows once (the flush)."""
+    if records.num_rows == 0:
+        return None
+    winners: pa.Array | None
+    if strictly_sorted(records, key_columns):
+        winners = None  # one record per key, already in key order (e.g. a flush of rows sorted by the user)
+    else:
+        # sort only the key and sequence columns, find each key's first (newest) record
+        sort_keys = [(k, "ascending") for k in key_columns] + [(SEQ, "descending")]
+        order = pc.sort_indices(records.select([*key_columns, SEQ]), sort_keys=sort_keys)
+        first = _first_of_each_key(records.select(list(key_columns)).take(order), key_columns)
+        winners = order.filter(pa.array(first))
     if final:
-        winners = winners.filter(pc.equal(winners.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
+        kinds = records.column(KIND) if winners is None else records.column(KIND).take(winners)
+        keep = pc.equal(kinds, pa.scalar(int(ValueKind.ADD), pa.int8()))
+        if not pc.all(keep).as_py():
+            everything = pa.array(np.arange(records.num_rows, dtype=np.int64))
+            winners = (everything if winners is None else winners).filter(keep)
     return winners
 
 

@@ -1,6 +1,15 @@
-"""The merge read on workers: split -> files -> one merge -> drop deletes -> filter -> project -> Arrow.
+"""The merge read on workers: split -> runs -> one merge -> drop deletes -> filter -> project -> Arrow.
 
-Each stage is a small function over Arrow tables; no per-row Python.
+Each stage is a small function over Arrow tables; no per-row Python. `read_run` is the one way to read a bucket's
+runs, used by reads and by compaction:
+- a primary-key bucket whose files form one sorted run holds each key once, in key order: its files are read and
+  concatenated without a merge (a final read only drops its DELETE records, if it has any);
+- otherwise every file is read and the records go through the one merge function (filestore.merge).
+A read's filter is handed to the Parquet reader, which skips row groups by their statistics (files are sorted by
+key, so a key range touches few row groups), whenever filtering before the merge cannot change the answer: for a
+single run (one version per key), for a table without a primary key (every version of a row has the same values),
+and for a filter on key and partition columns only (every version of a key is kept or dropped together).
+Splits of one read are read in parallel on the file store's worker pool.
 """
 from __future__ import annotations
 
@@ -9,9 +18,12 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore import compact_pick
 from filestore.datafile import read_data_file
 from filestore.errors import SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge
+from filestore.meta import ValueKind
+from filestore.parallel import pool
 from filestore.scan import Split, check_filter
 
 if TYPE_CHECKING:
@@ -34,21 +46,31 @@ class SplitRead:
         system = [SEQ, KIND] + ([] if store.schema.has_primary_key else [COUNT])
         # a filter may name any column: read them all then; otherwise the projection plus the key
         needed = schema.names if filter is not None else _union(store.schema.key_columns, self.columns)
-        self._file_columns = system + [c for c in schema.names if c in set(needed)]
+        self._row_columns = [c for c in schema.names if c in set(needed)]
+        self._file_columns = system + self._row_columns
         self.output_schema = pa.schema([schema.field(c) for c in self.columns])
+        self._key_filter = filter is not None and (not store.schema.has_primary_key or _binds_only(
+            filter, pa.schema([schema.field(c) for c in _union(store.schema.key_columns, store.schema.partition_keys)])
+        ))
 
-    def read_records(self, split: Split) -> pa.Table:
-        """The raw records of a split's files (every version of every key)."""
+    def read_records(
+        self, split: Split, filter: pc.Expression | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """The raw records of a split's files in the split's file order (every version of every key); `filter`,
+        if given, is applied while reading (row groups skipped); `columns` default to the system columns plus
+        what the read needs."""
+        names = list(columns) if columns is not None else self._file_columns
         tables = [
             read_data_file(
                 self.store.io,
                 self.store.paths.data_file(self.store.schema.partition_keys, split.partition, split.bucket, f.file_name),
                 self.store.options.file_format,
-                self._file_columns,
+                names,
+                filter,
             )
             for f in split.files
         ]
-        return pa.concat_tables(tables) if tables else self._empty_records()
+        return pa.concat_tables(tables) if tables else self._empty_records().select(names)
 
     def _empty_records(self) -> pa.Table:
         schema = self.store.schema.arrow_schema
@@ -56,12 +78,38 @@ class SplitRead:
         by_name = {f.name: f for f in fields} | {f.name: f for f in schema}
         return pa.schema([by_name[c] for c in self._file_columns]).empty_table()
 
+    def single_run(self, split: Split) -> bool:
+        """Whether the split's files are one sorted run of a primary-key table (each key once, in key order)."""
+        return self.store.schema.has_primary_key and len(compact_pick.sorted_runs(split.files)) <= 1
+
+    def read_run(self, split: Split, *, final: bool, filter: pc.Expression | None = None) -> pa.Table:
+        """The split's runs merged into one sorted run (system columns included): what a merge of every record
+        gives, DELETE records dropped when `final`. `filter` must be one that may be applied before the merge."""
+        s = self.store.schema
+        if self.single_run(split):
+            files = sorted(split.files, key=lambda f: f.min_key)
+            run = self.read_records(Split(split.snapshot_id, split.partition, split.bucket, tuple(files)), filter)
+            if final and any(f.delete_row_count for f in files):
+                run = run.filter(pc.equal(run.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
+            return run
+        records = self.read_records(split, filter)
+        return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final)
+
     def read(self, split: Split) -> pa.Table:
         s = self.store.schema
-        merged = merge(self.read_records(split), s.key_columns, primary_key=s.has_primary_key, final=True)
+        single = self.single_run(split)
+        pushed = self.filter is not None and (self._key_filter or single)
+        filter = self.filter if pushed else None
+        if single and not any(f.delete_row_count for f in split.files):
+            # one run, nothing to drop: the projected columns of its files in key order, no system columns
+            files = tuple(sorted(split.files, key=lambda f: f.min_key))
+            one_run = Split(split.snapshot_id, split.partition, split.bucket, files)
+            merged = self.read_records(one_run, filter, self._row_columns)
+        else:
+            merged = self.read_run(split, final=True, filter=filter)
         if not s.has_primary_key:
             merged = expand_counts(merged)
-        if self.filter is not None:
+        if self.filter is not None and not pushed:
             merged = merged.filter(self.filter)
         return merged.select(self.columns).cast(self.output_schema)
 
@@ -70,9 +118,22 @@ class SplitRead:
             yield from self.read(split).to_batches()
 
     def to_table(self, splits: Sequence[Split]) -> pa.Table:
-        tables = [self.read(split) for split in splits]
+        """Every split read, in parallel on the worker pool; the result keeps the splits' order."""
+        if len(splits) > 1:
+            tables = list(pool().map(self.read, splits))
+        else:
+            tables = [self.read(split) for split in splits]
         return pa.concat_tables(tables) if tables else self.output_schema.empty_table()
 
 
 def _union(a: Sequence[str], b: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*a, *b]))
+
+
+def _binds_only(filter: pc.Expression, schema: pa.Schema) -> bool:
+    """Whether `filter` names only columns of `schema` (evaluating it on an empty table of them succeeds)."""
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowException, TypeError):
+        return False
+    return True

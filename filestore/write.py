@@ -10,6 +10,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,8 +21,9 @@ import pyarrow.compute as pc
 from filestore.bucket import bucket_of
 from filestore.coerce import conform_table, normalize_keys
 from filestore.errors import InvalidWriteError, SchemaMismatchError
-from filestore.merge import COUNT, KIND, SEQ, merge
+from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
+from filestore.parallel import pool, pool_size, wait_all
 from filestore.partition import check_partition_names, render_partition_column
 
 if TYPE_CHECKING:
@@ -30,12 +32,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """Rows appended to a memtable, not yet copied: rows `idx` of `source` with their sequence numbers and kinds.
+    The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it)."""
+
+    source: pa.Table
+    idx: np.ndarray
+    seq: np.ndarray
+    kinds: np.ndarray
+
+
 @dataclass
 class _Memtable:
     next_sequence: int
-    chunks: list[pa.Table] = field(default_factory=list)
+    chunks: list[_Chunk] = field(default_factory=list)
     nbytes: int = 0
     flushed: list[DataFileMeta] = field(default_factory=list)
+    pending: list["Future[list[DataFileMeta]]"] = field(default_factory=list)
 
 
 class FileStoreWrite:
@@ -45,6 +59,7 @@ class FileStoreWrite:
         self._max_seq = max_sequence_numbers
         self._memtables: dict[tuple[Partition, int], _Memtable] = {}
         self._writer = store.data_file_writer()
+        self._in_flight: list["Future[list[DataFileMeta]]"] = []
 
     def conform(self, data: pa.Table) -> pa.Table:
         """Select and cast the input to the table's columns, with clear errors for what cannot fit."""
@@ -76,7 +91,7 @@ class FileStoreWrite:
         kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
         if kind_arr.shape != (n,):
             raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
-        buckets = bucket_of(data, self.schema.key_columns, self.store.options.bucket)
+        buckets = self._buckets(data)
         group_codes = buckets.astype(np.int64)
         dictionaries = []
         multiplier = self.store.options.bucket
@@ -85,7 +100,10 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
-        order = np.argsort(group_codes, kind="stable")
+        # a small integer type lets numpy's stable sort use a radix sort; the key sort happens in the flush's merge,
+        # on the worker pool, in parallel across buckets
+        narrow = np.int16 if group_codes.max(initial=0) < 2**15 else np.int64
+        order = np.argsort(group_codes.astype(narrow), kind="stable")
         sorted_codes = group_codes[order]
         bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
         for idx in np.split(order, bounds):
@@ -96,52 +114,105 @@ class FileStoreWrite:
             for d in dictionaries:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
-            self._append((tuple(partition), bucket), data.take(pa.array(idx)), kind_arr[idx])
+            self._append((tuple(partition), bucket), data, idx, kind_arr[idx])
         return buckets
 
-    def _append(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
-        """Append in slices that fit the write buffer, so one large write still flushes at the bound."""
-        bytes_per_row = max(1, rows.nbytes // max(1, rows.num_rows))
-        step = max(1, self.store.options.write_buffer_size // bytes_per_row)
-        for start in range(0, rows.num_rows, step):
-            self._append_slice(where, rows.slice(start, step), kinds[start : start + step])
+    def _buckets(self, data: pa.Table) -> np.ndarray:
+        """`bucket_of` every row; a large input is hashed in slices on the worker pool (the hashing releases the
+        GIL), with the same result."""
+        keys, num_buckets = self.schema.key_columns, self.store.options.bucket
+        size = pool_size()
+        if size == 1 or data.num_rows < 1 << 18 or num_buckets == 1:
+            return bucket_of(data, keys, num_buckets)
+        step = -(-data.num_rows // size)
+        slices = [data.slice(start, step) for start in range(0, data.num_rows, step)]
+        return np.concatenate(list(pool().map(lambda part: bucket_of(part, keys, num_buckets), slices)))
 
-    def _append_slice(self, where: tuple[Partition, int], rows: pa.Table, kinds: np.ndarray) -> None:
+    def _append(self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray) -> None:
+        """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at
+        the bound (the in-memory size of a row is estimated from `source`, plus its 9 bytes of system columns)."""
+        bytes_per_row = max(1, source.nbytes // max(1, source.num_rows)) + 9
+        step = max(1, -(-self.store.options.write_buffer_size // bytes_per_row))  # a full slice fills the buffer
+        for start in range(0, len(idx), step):
+            self._append_slice(where, source, idx[start : start + step], kinds[start : start + step], bytes_per_row)
+
+    def _append_slice(
+        self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray, bytes_per_row: int
+    ) -> None:
         mem = self._memtables.get(where)
         if mem is None:
             mem = self._memtables[where] = _Memtable(next_sequence=self._max_seq.get(where, -1) + 1)
-        n = rows.num_rows
+        n = len(idx)
         seq = np.arange(mem.next_sequence, mem.next_sequence + n, dtype=np.int64)
         mem.next_sequence += n
-        system: dict[str, pa.Array] = {SEQ: pa.array(seq)}
-        if self.schema.has_primary_key:
-            system[KIND] = pa.array(kinds, pa.int8())
-        else:
-            system[KIND] = pa.array(np.zeros(n, dtype=np.int8))
-            system[COUNT] = pa.array(np.where(kinds == int(ValueKind.DELETE), -1, 1).astype(np.int64))
-        records = pa.Table.from_arrays(
-            [*system.values(), *rows.columns], names=[*system.keys(), *rows.schema.names]
-        )
-        mem.chunks.append(records)
-        mem.nbytes += records.nbytes
+        mem.chunks.append(_Chunk(source, idx, seq, kinds))
+        mem.nbytes += n * bytes_per_row
         if mem.nbytes >= self.store.options.write_buffer_size:
             self._flush(where, mem)
 
+    def _records(self, chunk: _Chunk) -> pa.Table:
+        """A chunk as records: system columns, then its rows taken from the source."""
+        rows = chunk.source.take(pa.array(chunk.idx))
+        system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
+        if self.schema.has_primary_key:
+            system[KIND] = pa.array(chunk.kinds, pa.int8())
+        else:
+            system[KIND] = pa.array(np.zeros(len(chunk.idx), dtype=np.int8))
+            system[COUNT] = pa.array(np.where(chunk.kinds == int(ValueKind.DELETE), -1, 1).astype(np.int64))
+        return pa.Table.from_arrays([*system.values(), *rows.columns], names=[*system.keys(), *rows.schema.names])
+
+    def _merged_run(self, chunks: list[_Chunk]) -> pa.Table:
+        """The memtable merged (non-final) into a sorted run. For a primary-key table the merge runs on the keys,
+        sequence numbers and kinds alone, and the winning rows are taken from the source once."""
+        keys = self.schema.key_columns
+        if not self.schema.has_primary_key or len(chunks) > 1:
+            records = pa.concat_tables([self._records(c) for c in chunks])
+            return merge(records, keys, primary_key=self.schema.has_primary_key, final=False)
+        (chunk,) = chunks
+        key_records = pa.table({SEQ: pa.array(chunk.seq), KIND: pa.array(chunk.kinds, pa.int8()),
+                                **{k: chunk.source.column(k).take(pa.array(chunk.idx)) for k in keys}})
+        winners = merge_primary_key_winners(key_records, keys, final=False)
+        if winners is None:
+            return self._records(chunk)
+        w = winners.to_numpy()
+        return self._records(_Chunk(chunk.source, chunk.idx[w], chunk.seq[w], chunk.kinds[w]))
+
     def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
+        """Merge and write the memtable as a level-0 run on the shared worker pool (pyarrow releases the GIL, so
+        buckets flush in parallel); at most `pool_size()` flushes are in flight, which bounds the memory held."""
         if not mem.chunks:
             return
-        records = pa.concat_tables(mem.chunks)
+        chunks = mem.chunks
         mem.chunks, mem.nbytes = [], 0
-        run = merge(records, self.schema.key_columns, primary_key=self.schema.has_primary_key, final=False)
+        while len(self._in_flight) >= pool_size():
+            self._in_flight.pop(0).exception()  # wait; its error is raised where its memtable is drained
+        future = pool().submit(self._write_run, where, chunks)
+        mem.pending.append(future)
+        self._in_flight.append(future)
+
+    def _write_run(self, where: tuple[Partition, int], chunks: list[_Chunk]) -> list[DataFileMeta]:
+        run = self._merged_run(chunks)
         files = self._writer.write_run(run, where[0], where[1], level=0)
-        log.debug("flushed %s rows into %s files for %s", records.num_rows, len(files), where)
-        mem.flushed.extend(files)
+        log.debug("flushed %s rows into %s files for %s", sum(len(c.idx) for c in chunks), len(files), where)
+        return files
+
+    def _drain(self) -> None:
+        """Wait for every flush in flight (all of them, even after a failure, so no write outlives this call) and
+        move their files to their memtables; the first failure is raised."""
+        wait_all(self._in_flight)
+        self._in_flight = []
+        for mem in self._memtables.values():
+            pending, mem.pending = mem.pending, []
+            for future in pending:
+                mem.flushed.extend(future.result())
 
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush every memtable; the files written since the last prepare-commit, per partition and bucket."""
         messages = []
         for where, mem in self._memtables.items():
             self._flush(where, mem)
+        self._drain()
+        for where, mem in self._memtables.items():
             if mem.flushed:
                 messages.append(
                     CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))

@@ -1,0 +1,86 @@
+"""Data files: the statistics of a file (min/max in key order) and Parquet row-group skipping.
+
+`column_stats` finds the extremes natively and encodes only them; it must equal encoding every value
+(`column_stats_encoding_all`), NaN, -0.0, nulls and nanoseconds included. A filtered read skips row groups by their
+statistics and must return exactly the rows, in the same order, that filtering the whole file returns.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from filestore.datafile import column_stats, column_stats_encoding_all, read_data_file
+from filestore.fileio import FileIO
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, float("nan")])
+COLUMNS: dict[str, tuple[pa.DataType, st.SearchStrategy[object]]] = {
+    "i8": (pa.int8(), st.integers(-128, 127)),
+    "i64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "u32": (pa.uint32(), st.integers(0, 2**32 - 1)),
+    "f64": (pa.float64(), floats),
+    "f32": (pa.float32(), st.floats(width=32, allow_nan=True) | st.sampled_from([0.0, -0.0])),
+    "s": (pa.string(), st.text(max_size=4)),
+    "b": (pa.binary(), st.binary(max_size=4)),
+    "fb": (pa.binary(2), st.binary(min_size=2, max_size=2)),
+    "bool": (pa.bool_(), st.booleans()),
+    "ts_ns": (pa.timestamp("ns"), st.integers(-(2**62), 2**62)),
+    "date": (pa.date32(), st.dates(min_value=dt.date(1, 1, 1))),
+    "dec": (pa.decimal128(10, 2), st.decimals(min_value=-10**7, max_value=10**7, places=2, allow_nan=False)),
+    "list": (pa.list_(pa.int64()), st.lists(st.integers(0, 3), max_size=2)),  # no order: no statistics
+}
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> pa.Table:
+    n = draw(st.integers(0, 30))
+    arrays = {}
+    for name, (type_, values) in COLUMNS.items():
+        arrays[name] = pa.array(draw(st.lists(values | st.none(), min_size=n, max_size=n)), type_)
+    return pa.table(arrays)
+
+
+@SETTINGS
+@given(tables())
+def test_stats_from_native_extremes_equal_stats_of_every_encoded_value(table: pa.Table) -> None:
+    chunked = pa.concat_tables([table.slice(0, table.num_rows // 2), table.slice(table.num_rows // 2)])
+    assert column_stats(chunked, table.column_names) == column_stats_encoding_all(table, table.column_names)
+
+
+def test_stats_order_nan_last_and_negative_zero_first() -> None:
+    table = pa.table({"x": pa.array([0.0, float("nan"), -0.0, None], pa.float64())})
+    (stats,) = column_stats(table, ["x"])
+    (reference,) = column_stats_encoding_all(table, ["x"])
+    assert stats == reference
+    assert stats.null_count == 1
+    assert stats.min is not None and stats.max == b"\x01" + b"\xff" * 8  # NaN is the largest float
+    zero = column_stats(pa.table({"x": [0.0]}), ["x"])[0].min
+    assert zero is not None and stats.min < zero  # -0.0 sorts before 0.0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 3000), st.integers(-10, 3010), st.integers(0, 500), st.sampled_from([1, 7, 256]))
+def test_row_group_skipping_returns_the_rows_of_a_full_filter(n: int, lo: int, width: int, group: int) -> None:
+    import pyarrow.parquet as pq
+
+    fs = fsspec.filesystem("memory")
+    io = FileIO(fs)
+    keys = pa.array(range(0, 2 * n, 2), pa.int64())
+    table = pa.table({"k": keys, "v": pc.multiply(keys, 3)})
+    with fs.open("/f.parquet", "wb") as f:
+        pq.write_table(table, f, row_group_size=group)
+    expr = (pc.field("k") >= lo) & (pc.field("k") < lo + width)
+    skipped = read_data_file(io, "/f.parquet", "parquet", ["k", "v"], expr)
+    assert skipped.equals(table.filter(expr))
+
+
+def test_decimal_stats() -> None:
+    table = pa.table({"d": pa.array([decimal.Decimal("1.50"), decimal.Decimal("-2.25")], pa.decimal128(10, 2))})
+    assert column_stats(table, ["d"]) == column_stats_encoding_all(table, ["d"])
