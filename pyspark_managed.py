@@ -32,3 +32,8 @@ class DefaultSource(DataSource):
         from tablestore.spark.datasource import writer
 
         return writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from tablestore.spark.datasource import stream_writer
+
+        return stream_writer(self.options, schema, overwrite)

@@ -97,3 +97,9 @@ def writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) ->
     from tablestore.spark.write import ManagedWriter
 
     return ManagedWriter(dict(options), schema, overwrite)
+
+
+def stream_writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> Any:
+    from tablestore.spark.stream_write import ManagedStreamWriter
+
+    return ManagedStreamWriter(dict(options), schema, overwrite)
