@@ -22,7 +22,10 @@ function), and the log writer produces them to the Kafka partition of that bucke
    which says that the commit's snapshot is in (nothing is lost; do not write the data again).
 If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
 and 4 leaves the snapshot and an aborted transaction: `full` scans still see every change exactly once (the
-snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes.
+snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes unless a session of
+the same commit user and transactional id comes back: `commit_prepared` (files written elsewhere, e.g. by Spark
+tasks: step 1 done there, step 2 produces the changes read back from those files) repairs the log of a replayed
+commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """

@@ -31,8 +31,11 @@ BOOTSTRAP = "table-storage.log.properties.bootstrap.servers"
 
 def _write_batches(directory: Path, batches: list[list[dict[str, Any]]]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    start = time.time() - 1000
     for i, rows in enumerate(batches):
-        (directory / f"b{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        path = directory / f"b{i:03d}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (start + i, start + i))  # the file source takes files in modification-time order
 
 
 def _run_driver(warehouse: Path, source: Path, checkpoint: Path, bootstrap: str, fault: str | None,
