@@ -179,3 +179,29 @@ def test_needs_materializer_rule() -> None:
     assert not needs_materializer("auto", changelog=False, primary_key=pk, upsert_key=None)
     assert not needs_materializer("none", changelog=True, primary_key=pk, upsert_key=None)
     assert needs_materializer("force", changelog=True, primary_key=pk, upsert_key=["id"])
+
+
+@pytest.mark.kafka
+def test_batch_writes_commit_through_the_session_log_and_compaction(
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    """A batch job's changes reach the log (one transaction from the driver) and its commit compacts."""
+    warehouse = tmp_path / "wh"
+    cat = tablestore.Catalog(str(warehouse), options={BOOTSTRAP: kafka_bootstrap})
+    cat.create_database("db")
+    table = cat.create_table("db.orders", SCHEMA, primary_key=["id"], options={
+        "bucket": "2", "num-sorted-run.compaction-trigger": "2", "num-sorted-run.stop-trigger": "2"})
+    try:
+        for b in range(3):
+            df = spark.createDataFrame([(b * 10 + i, f"n{b}", b) for i in range(20)], DDL).repartition(2)
+            (df.write.format("managed").mode("append").option("warehouse", str(warehouse))
+             .option(BOOTSTRAP, kafka_bootstrap).save("db.orders"))
+        assert table.read().num_rows == 40  # ids 0..39 (batches overlap by 10)
+        assert len(_log_records(table, kafka_bootstrap)) == 60
+        assert max(_sorted_runs(table).values()) <= 2
+        assert any(s.kind == "COMPACT" for s in table.snapshots())
+        df = spark.createDataFrame([(100, "x", 1)], DDL)
+        (df.write.format("managed").mode("append").option("warehouse", str(warehouse)).option(BOOTSTRAP, kafka_bootstrap)
+         .option("change-tracking", "false").save("db.orders"))
+        assert table.read().num_rows == 41 and len(_log_records(table, kafka_bootstrap)) == 60
+    finally:
+        cat.drop_table("db.orders")
