@@ -61,13 +61,15 @@ class WriteTarget:
 
 class TableWriter:
     def __init__(self, target: WriteTarget, *, commit_user: str | None = None,
-                 transactional_id: str | None = None) -> None:
+                 transactional_id: str | None = None, new_user: bool | None = None) -> None:
         """`commit_user`: resume as that user (its commits are found again on a retry); default a fresh one.
-        `transactional_id`: of the Kafka producer, default `tablestore-<commit user>`."""
+        `transactional_id`: of the Kafka producer, default `tablestore-<commit user>`. `new_user`: the given
+        commit user was just made up, so it has no commits to find (default: only when none is given)."""
         self.target = target
         self._store = target.store
         self.commit_user = commit_user or str(uuid.uuid4())
-        self._committer = self._store.new_commit(self.commit_user, new_user=commit_user is None)
+        self._new_user = commit_user is None if new_user is None else new_user
+        self._committer = self._store.new_commit(self.commit_user, new_user=self._new_user)
         self._last_identifier = 0
         self._live: LiveFiles | None = None  # live files of the latest snapshot this session knows
         self._file_writer: filestore.FileStoreWrite | None = None
@@ -144,7 +146,7 @@ class TableWriter:
         if self._file_writer is not None:
             raise TableStoreError(f"table {self.target.name!r}: commit the pending write first")
         self._last_identifier = max(self._last_identifier, identifier)
-        done = self._committer.find_committed(identifier)
+        done = None if self._new_user else self._committer.find_committed(identifier)
         if done is not None:  # a replay of a committed batch
             filestore.delete_added_files(self._store, messages)
             if log:

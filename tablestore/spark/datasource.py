@@ -1,5 +1,6 @@
 """The `managed` Spark data source: `spark.read.format("managed").load("db.orders")`,
-`df.write.format("managed").mode("append").save("db.orders")`.
+`df.write.format("managed").mode("append").save("db.orders")`,
+`df.writeStream.format("managed").option("checkpointLocation", ck).start("db.orders")` (stream_write.py).
 
 Spark finds it without a register call: the top-level module `pyspark_managed` (installed with tablestore)
 exposes `DefaultSource`, which PySpark's static lookup registers under `name()` in every session whose Python

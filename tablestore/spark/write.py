@@ -157,14 +157,15 @@ class ManagedWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
-        with self.session(self.commit_user) as session:
+        with self.session(self.commit_user, new_user=True) as session:
             session.commit_prepared(everything, 1, overwrite=self.scope, log=self.change_tracking)
 
-    def session(self, commit_user: str, transactional_id: str | None = None) -> TableWriter:
+    def session(self, commit_user: str, transactional_id: str | None = None, *,
+                new_user: bool = False) -> TableWriter:
         """The driver's write session for a commit (the one owner of commit user, identifiers and compaction)."""
         handle = self.ref.handle()
         return TableWriter(WriteTarget(handle.identifier, handle.store, handle.log), commit_user=commit_user,
-                           transactional_id=transactional_id)
+                           transactional_id=transactional_id, new_user=new_user)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         store = self.ref.handle().store
