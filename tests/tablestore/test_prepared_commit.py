@@ -85,3 +85,13 @@ def test_a_log_transaction_lost_after_the_snapshot_is_produced_again(
     with TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2") as third:
         third.commit_prepared(_task_files(t, data), 1)  # replayed again: the log is complete now
     assert len(_log(t)) == 3
+
+
+def test_eventual_consistency_prepared_files_reach_the_log(tmp_path: Path, kafka_bootstrap: str) -> None:
+    t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual"})
+    data = rows(row(1, "a"), row(2, "b"))
+    with TableWriter(t._write_target(), commit_user="query-3") as session:
+        sid = session.commit_prepared(_task_files(t, data), 1)
+        assert sid is not None and not session.recover_log(sid)  # nothing to repair: flushed before the snapshot
+    assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
+    assert by_key(t.read()) == by_key(data)
