@@ -37,3 +37,8 @@ class DefaultSource(DataSource):
         from tablestore.spark.datasource import stream_writer
 
         return stream_writer(self.options, schema, overwrite)
+
+    def streamReader(self, schema: Any) -> Any:
+        from tablestore.spark.datasource import stream_reader
+
+        return stream_reader(self.options, schema)

@@ -48,6 +48,43 @@ class LogReader:
         """Every partition from `offsets`, or from its beginning when absent."""
         return {p: offsets.get(p, OFFSET_BEGINNING) for p in range(self.options.partitions)}
 
+    def read_range(self, start: Mapping[int, int], end: Mapping[int, int]) -> Iterator[pa.RecordBatch]:
+        """The changes at offsets [start[p], end[p]) of each partition p (a bounded, repeatable read: `end` at or
+        below the last stable offset for read_committed, e.g. from `list_offsets`)."""
+        topic = self.options.topic
+        todo = {p: o for p, o in start.items() if end.get(p, 0) > o}
+        if not todo:
+            return
+        consumer = self._consumer()
+        consumer.assign([TopicPartition(topic, p, o) for p, o in todo.items()])
+        deadline = time.monotonic() + max(30.0, 3 * self.options.request_timeout_s)
+        try:
+            while todo:
+                if time.monotonic() > deadline:
+                    raise LogStoreUnavailableError(
+                        f"topic {topic!r}: could not read offsets {dict(start)} to {dict(end)} in time")
+                messages = consumer.consume(num_messages=5000, timeout=0.1)
+                good = []
+                for m in messages:
+                    partition, offset = m.partition(), m.offset()
+                    if m.error() is not None or partition is None or offset is None:
+                        raise LogStoreError(f"topic {topic!r} partition {partition}: {m.error()}")
+                    if offset < end[partition]:
+                        good.append(m)
+                if good:
+                    decoded = self.value_format.decode_batch(
+                        [m.value() for m in good], [m.key() for m in good],
+                        [MessageRef(topic, m.partition(), m.offset()) for m in good])
+                    batch = self._as_changelog(decoded.batch)
+                    if batch.num_rows:
+                        yield batch
+                positions = consumer.position([TopicPartition(topic, p) for p in todo])
+                for tp in positions:
+                    if tp.offset >= end[tp.partition]:
+                        todo.pop(tp.partition, None)
+        finally:
+            consumer.close()
+
     def holds(self, partition: int, offset: int) -> bool:
         """Whether this reader sees the record at `offset` of `partition` (for read_committed: whether its
         transaction committed). Ask only once the transaction is settled (its producer's transactional id was

@@ -104,3 +104,17 @@ def stream_writer(options: Mapping[str, str], schema: "StructType", overwrite: b
     from tablestore.spark.stream_write import ManagedStreamWriter
 
     return ManagedStreamWriter(dict(options), schema, overwrite)
+
+
+def stream_reader(options: Mapping[str, str], schema: "StructType") -> Any:
+    from tablestore.spark.stream_read import ManagedStreamReader
+
+    return ManagedStreamReader(dict(options), schema)
+
+
+def read_changes(spark: Any, table: str, **options: Any) -> Any:
+    """`spark.readStream.format("managed")` of `table`'s changes: `_row_kind` + the table's columns (see
+    tablestore/spark/stream_read.py; options `scan`, `scan.timestamp-ms`, `max-rows-per-trigger`, `warehouse`)."""
+    from tablestore.spark.stream_read import read_changes as read
+
+    return read(spark, table, **options)
