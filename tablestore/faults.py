@@ -6,7 +6,7 @@ commits run in Python workers the JVM starts).
 `<marker file>.count`, so fresh workers count on), the process stops there. With a marker file it creates that
 file and waits forever (the test then kills the whole process group with SIGKILL: a crash of the driver at that
 point); without one it kills itself with SIGKILL. Points: `before-snapshot`, `before-log-commit`,
-`after-log-commit` (tablestore.writer). Reading one environment variable costs nanoseconds.
+`after-log-commit` (tablestore.writer), `stream-read` (a streaming read's task, tablestore.spark.stream_read). Reading one environment variable costs nanoseconds.
 """
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from logstore import ROW_KIND_COLUMN, insert_kinds
+from tablestore.faults import fault_point
 from tablestore.snapshot_changes import snapshot_changes
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, int_option, table_ref
 
@@ -152,6 +153,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangesPartition)
+        fault_point("stream-read")
         schema = changes_schema(self.ref)
         handle = self.ref.handle()
         if partition.kind == "base":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -39,16 +40,16 @@ def _write_batches(directory: Path, batches: list[list[dict[str, Any]]]) -> None
 
 
 def _run_driver(warehouse: Path, source: Path, checkpoint: Path, bootstrap: str, fault: str | None,
-                marker: Path) -> str:
-    """Run the driver; with a fault, kill its whole process group with SIGKILL once it stops at the fault point.
-    How the run ended: "killed" or "finished"."""
+                marker: Path, mode: str = "write", *options: str) -> str:
+    """Run the driver (stream_driver.py); with a fault, kill its whole process group with SIGKILL once it stops at
+    the fault point. How the run ended: "killed" or "finished"."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop(FAULT_ENV, None)
     if fault is not None:
         env[FAULT_ENV] = f"{fault}:{marker}"
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "stream_driver.py"), str(warehouse), "db.orders", str(source), str(checkpoint),
-         DDL, f"{BOOTSTRAP}={bootstrap}"],
+        [sys.executable, str(HERE / "stream_driver.py"), mode, str(warehouse), "db.orders", str(source),
+         str(checkpoint), DDL if mode == "write" else "-", f"{BOOTSTRAP}={bootstrap}", *options],
         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     try:
@@ -137,8 +138,32 @@ def test_a_driver_killed_at_each_commit_point_writes_every_change_once(
         # streaming writes compact: no bucket above num-sorted-run.stop-trigger, and COMPACT snapshots were made
         assert max(_sorted_runs(table).values()) <= 3
         assert any(s.kind == "COMPACT" for s in table.snapshots())
+
+        # a streaming read of the log into a Parquet sink, its driver killed in its third micro-batch's read,
+        # then restarted from its checkpoint: every change once
+        out, read_ck = tmp_path / "read-out", tmp_path / "read-ck"
+        read_options = ("scan=from-timestamp", "scan.timestamp-ms=0", "max-rows-per-trigger=5")
+        assert _run_driver(warehouse, out, read_ck, kafka_bootstrap, "stream-read@3", tmp_path / "read-fault",
+                           "read", *read_options) == "killed"
+        assert _run_driver(warehouse, out, read_ck, kafka_bootstrap, None, tmp_path / "unused",
+                           "read", *read_options) == "finished"
+        delivered = _parquet_rows(out)
+        assert delivered == sorted((r["id"], r["name"]) for rows in batches for r in rows)
     finally:
         cat.drop_table("db.orders")
+
+
+def _parquet_rows(directory: Path) -> list[tuple[int, str]]:
+    """The rows a Spark file sink committed (the files its `_spark_metadata` log lists: a killed batch's partial
+    files are not part of the output)."""
+    import glob
+
+    committed: set[str] = set()
+    for log_file in sorted(glob.glob(str(directory / "_spark_metadata" / "*"))):
+        for line in Path(log_file).read_text().splitlines()[1:]:
+            committed.add(Path(json.loads(line)["path"]).name)
+    table = pa.concat_tables([pq.read_table(directory / name) for name in sorted(committed)])
+    return sorted((r["id"], r["name"]) for r in table.to_pylist())
 
 
 def test_out_of_order_changelog_through_the_materializer_ends_correct(
