@@ -183,8 +183,16 @@ class TableWriter:
             return False  # eventual consistency flushes before step 3: nothing of a published snapshot is lost
         snapshots = self._store.snapshots
         snapshot = snapshots.get(snapshot_id)
-        before = snapshots.get(snapshot_id - 1).log_offsets if snapshots.exists(snapshot_id - 1) else {}
-        written = sorted((p, o) for p, o in snapshot.log_offsets.items() if before.get(p) != o)
+        # the log of this commit is the records of its last repair, if it had any: a log-only snapshot after it
+        last = snapshot
+        for sid in range(snapshot_id + 1, (snapshots.latest_id() or 0) + 1):
+            s = snapshots.get(sid) if snapshots.exists(sid) else None
+            if s is not None and s.commit_kind == CommitKind.COMPACT and s.delta_record_count == 0 and (
+                    s.commit_user, s.commit_identifier) == (self.commit_user, snapshot.commit_identifier) and (
+                    snapshots.exists(sid - 1) and snapshots.get(sid - 1).log_offsets != s.log_offsets):
+                last = s
+        before = snapshots.get(last.id - 1).log_offsets if snapshots.exists(last.id - 1) else {}
+        written = sorted((p, o) for p, o in last.log_offsets.items() if before.get(p) != o)
         if not written:
             return False
         writer = self._producer()
@@ -224,14 +232,18 @@ class TableWriter:
                 log_writer.abort()
             self._clean_up(messages, ident, CommitKind.APPEND)  # never published: this attempt's files are garbage
             raise
+        if result.live is None:  # an earlier attempt of this identifier is in: these files and records are nobody's
+            if log_writer is not None:
+                log_writer.abort()
+            filestore.delete_added_files(self._store, messages)
+            if log_writer is not None and result.snapshot_id is not None:
+                self.recover_log(result.snapshot_id)  # that attempt may have lost its log transaction
+            return result.snapshot_id
         fault_point("before-log-commit")
         if log_writer is not None:
             log_writer.commit()  # 4.
         fault_point("after-log-commit")
         self._live = result.live
-        if result.live is None:  # an earlier attempt of this identifier is in: these files are nobody's
-            filestore.delete_added_files(self._store, messages)
-            return result.snapshot_id
         if messages and not self._store.options.write_only:
             try:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.

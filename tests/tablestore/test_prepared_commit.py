@@ -24,7 +24,9 @@ def _drop_tables() -> Iterator[None]:
 
 def _table(tmp_path: Path, bootstrap: str, **options: str) -> tablestore.Table:
     cat = kafka_catalog(tmp_path, bootstrap)
-    return cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "2", **options})
+    # changelog-mode all: the log is read back as stored (an upsert log's reader would hide duplicates)
+    return cat.create_table("db.t", SCHEMA, primary_key=["id"],
+                            options={"bucket": "2", "log.changelog-mode": "all", **options})
 
 
 def _task_files(t: tablestore.Table, data: object) -> list:  # type: ignore[type-arg]
@@ -88,10 +90,33 @@ def test_a_log_transaction_lost_after_the_snapshot_is_produced_again(
 
 
 def test_eventual_consistency_prepared_files_reach_the_log(tmp_path: Path, kafka_bootstrap: str) -> None:
-    t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual"})
+    t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual", "log.changelog-mode": "upsert"})
     data = rows(row(1, "a"), row(2, "b"))
     with TableWriter(t._write_target(), commit_user="query-3") as session:
         sid = session.commit_prepared(_task_files(t, data), 1)
         assert sid is not None and not session.recover_log(sid)  # nothing to repair: flushed before the snapshot
+    assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
+    assert by_key(t.read()) == by_key(data)
+
+
+def test_a_python_session_restarted_as_the_same_user_repairs_the_log_and_writes_nothing_twice(
+        tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _table(tmp_path, kafka_bootstrap)
+    data = rows(row(1, "a"), row(2, "b"))
+    zombie = t.log_writer(commit_user="job-1", transactional_id="tx-job-1")
+    zombie.write(data)
+
+    def crash(self: logstore.LogWriter) -> None:
+        raise KeyboardInterrupt("crash between the snapshot and the log commit")
+
+    monkeypatch.setattr(logstore.LogWriter, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        zombie.commit(1)
+    monkeypatch.undo()
+    with t.log_writer(commit_user="job-1", transactional_id="tx-job-1") as restarted:
+        restarted.write(data)  # the job replays its checkpoint
+        restarted.commit(1)
+        restarted.write(data)  # and once more, after the repair: still nothing twice
+        restarted.commit(1)
     assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
     assert by_key(t.read()) == by_key(data)
