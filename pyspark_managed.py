@@ -32,3 +32,13 @@ class DefaultSource(DataSource):
         from tablestore.spark.datasource import writer
 
         return writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from tablestore.spark.datasource import stream_writer
+
+        return stream_writer(self.options, schema, overwrite)
+
+    def streamReader(self, schema: Any) -> Any:
+        from tablestore.spark.datasource import stream_reader
+
+        return stream_reader(self.options, schema)

@@ -100,6 +100,15 @@ CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
     "those rows. Honoured by the Spark `managed` data source, also per write: `.option(\"change-tracking\", ...)`.",
 )
 
+SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(
+    "sink.upsert-materialize", "enum", "auto",
+    "Whether a Spark streaming changelog goes through the upsert materializer before the table (Flink's "
+    "`table.exec.sink.upsert-materialize`), applied by `tablestore.spark.materialize_for_sink(df, table)`: `none` "
+    "never, `force` always, `auto` when the input is a changelog (`_row_kind`) whose upsert key differs from the "
+    "table's primary key or is unknown. Also per call: `upsert_materialize=`.",
+    choices=("none", "force", "auto"),
+)
+
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
     "log.system", "enum", None,
     "Log system of the table: `kafka` (a topic per table) or `none` (the file store alone). Default: `kafka` when "
@@ -189,6 +198,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
+    SINK_UPSERT_MATERIALIZE,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,

@@ -3,7 +3,7 @@
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
 from filestore.bucket import bucket_of
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
-from filestore.compact import compact, delete_added_files, sorted_run_counts
+from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
 from filestore.compact_pick import sorted_runs
 from filestore.errors import (
     CommitConflictError,
@@ -66,6 +66,7 @@ __all__ = [
     "TablePaths",
     "TableSchema",
     "ValueKind",
+    "added_by",
     "bucket_of",
     "compact",
     "delete_added_files",

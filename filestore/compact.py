@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from filestore import compact_pick
 from filestore.live import LiveFiles
-from filestore.meta import CommitMessage, Partition, Snapshot
+from filestore.meta import CommitMessage, FileKind, ManifestEntry, Partition, Snapshot
 from filestore.parallel import pool
 from filestore.scan import Split
 
@@ -99,6 +99,17 @@ def compact(
         delete_added_files(store, messages)
         raise
     return messages
+
+
+def added_by(store: "FileStore", snapshot: Snapshot) -> list[CommitMessage]:
+    """The files `snapshot` added (the ADD entries of its delta manifests), one message per (partition, bucket)."""
+    grouped: dict[tuple[Partition, int], list[ManifestEntry]] = {}
+    for meta in store.manifests.read_manifest_list(snapshot.delta_manifest_list):
+        for e in store.manifests.read_manifest(meta.file_name):
+            if e.kind == FileKind.ADD:
+                grouped.setdefault((e.partition, e.bucket), []).append(e)
+    return [CommitMessage(p, b, es[0].total_buckets, added=tuple(e.file for e in es))
+            for (p, b), es in sorted(grouped.items())]
 
 
 def delete_added_files(store: "FileStore", messages: Sequence[CommitMessage]) -> None:

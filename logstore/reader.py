@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from logstore.changes import ROW_KIND_COLUMN, RowKind, check_row_kinds
 from logstore.errors import LogStoreError
 from logstore.formats.base import FormatBase, MessageRef
-from logstore.kafka import KafkaAdmin, consumer_config
+from logstore.kafka import KafkaAdmin, LogStoreUnavailableError, consumer_config
 from logstore.options import LogStoreOptions
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,69 @@ class LogReader:
     def start_at_offsets(self, offsets: Mapping[int, int]) -> dict[int, int]:
         """Every partition from `offsets`, or from its beginning when absent."""
         return {p: offsets.get(p, OFFSET_BEGINNING) for p in range(self.options.partitions)}
+
+    def read_range(self, start: Mapping[int, int], end: Mapping[int, int]) -> Iterator[pa.RecordBatch]:
+        """The changes at offsets [start[p], end[p]) of each partition p (a bounded, repeatable read: `end` at or
+        below the last stable offset for read_committed, e.g. from `list_offsets`)."""
+        topic = self.options.topic
+        todo = {p: o for p, o in start.items() if end.get(p, 0) > o}
+        if not todo:
+            return
+        consumer = self._consumer()
+        consumer.assign([TopicPartition(topic, p, o) for p, o in todo.items()])
+        deadline = time.monotonic() + max(30.0, 3 * self.options.request_timeout_s)
+        try:
+            while todo:
+                if time.monotonic() > deadline:
+                    raise LogStoreUnavailableError(
+                        f"topic {topic!r}: could not read offsets {dict(start)} to {dict(end)} in time")
+                messages = consumer.consume(num_messages=5000, timeout=0.1)
+                good = []
+                for m in messages:
+                    partition, offset = m.partition(), m.offset()
+                    if m.error() is not None or partition is None or offset is None:
+                        raise LogStoreError(f"topic {topic!r} partition {partition}: {m.error()}")
+                    if offset < end[partition]:
+                        good.append(m)
+                if good:
+                    decoded = self.value_format.decode_batch(
+                        [m.value() for m in good], [m.key() for m in good],
+                        [MessageRef(topic, m.partition(), m.offset()) for m in good])
+                    batch = self._as_changelog(decoded.batch)
+                    if batch.num_rows:
+                        yield batch
+                positions = consumer.position([TopicPartition(topic, p) for p in todo])
+                for tp in positions:
+                    if tp.offset >= end[tp.partition]:
+                        todo.pop(tp.partition, None)
+        finally:
+            consumer.close()
+
+    def holds(self, partition: int, offset: int) -> bool:
+        """Whether this reader sees the record at `offset` of `partition` (for read_committed: whether its
+        transaction committed). Ask only once the transaction is settled (its producer's transactional id was
+        started again, or it committed/aborted): an open one would keep the answer waiting until the timeout,
+        then LogStoreUnavailableError."""
+        topic = self.options.topic
+        consumer = self._consumer()
+        tp = TopicPartition(topic, partition, offset)
+        consumer.assign([tp])
+        deadline = time.monotonic() + self.options.request_timeout_s
+        try:
+            while time.monotonic() < deadline:
+                m = consumer.poll(0.1)
+                if m is not None:
+                    if m.error() is not None:
+                        raise LogStoreError(f"topic {topic!r} partition {partition}: {m.error()}")
+                    return bool(m.offset() == offset)
+                position = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if position > offset:  # skipped: aborted (or deleted by retention)
+                    return False
+        finally:
+            consumer.close()
+        raise LogStoreUnavailableError(
+            f"topic {topic!r} partition {partition}: could not tell within {self.options.request_timeout_s:.0f} s "
+            f"whether offset {offset} is committed")
 
     def start_at_end(self) -> dict[int, int]:
         """Every partition from its end now (the last stable offset when reading committed)."""

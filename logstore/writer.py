@@ -75,6 +75,11 @@ class LogWriter:
                     ) from None
         return self._producer
 
+    def start(self) -> None:
+        """Start the producer now (a transactional one registers its transactional id: a zombie producer with the
+        same id is fenced, and its open transaction is aborted)."""
+        self._client()
+
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(f"partition {msg.partition()}: {err}")

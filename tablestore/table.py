@@ -158,11 +158,13 @@ class Table:
             lambda partition: any(matches(partition, self.partition_by, spec) for spec in specs))
         return self._write_session().compact(full=full, partitions=selected, progress=progress)
 
-    def log_writer(self, *, transactional_id: str | None = None) -> TableWriter:
+    def log_writer(self, *, transactional_id: str | None = None, commit_user: str | None = None) -> TableWriter:
         """A write session of its own (its own commit user): `write()` rows or changelogs, `commit()` at each
         checkpoint (one snapshot, and the log's Kafka transaction, then compaction exactly as `write()` does),
-        `close()` at the end. Usable as a context manager."""
-        return TableWriter(self._write_target(), transactional_id=transactional_id)
+        `close()` at the end. Usable as a context manager. A job that restarts from its own checkpoint passes the
+        same `commit_user` and `transactional_id` again: re-committing a checkpoint's identifier is then a no-op
+        that also repairs the log if the crash fell between the snapshot and the log commit."""
+        return TableWriter(self._write_target(), transactional_id=transactional_id, commit_user=commit_user)
 
     def read_changes(
         self,

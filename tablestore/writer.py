@@ -22,7 +22,10 @@ function), and the log writer produces them to the Kafka partition of that bucke
    which says that the commit's snapshot is in (nothing is lost; do not write the data again).
 If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
 and 4 leaves the snapshot and an aborted transaction: `full` scans still see every change exactly once (the
-snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes.
+snapshot holds them and the log resumes after them); `latest` readers miss that commit's changes unless a session of
+the same commit user and transactional id comes back: `commit_prepared` (files written elsewhere, e.g. by Spark
+tasks: step 1 done there, step 2 produces the changes read back from those files) repairs the log of a replayed
+commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
@@ -31,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +44,8 @@ import logstore
 from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite, Partition
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, TableStoreError
+from tablestore.faults import fault_point
+from tablestore.prepared import changes_of
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +61,15 @@ class WriteTarget:
 
 class TableWriter:
     def __init__(self, target: WriteTarget, *, commit_user: str | None = None,
-                 transactional_id: str | None = None) -> None:
+                 transactional_id: str | None = None, new_user: bool | None = None) -> None:
         """`commit_user`: resume as that user (its commits are found again on a retry); default a fresh one.
-        `transactional_id`: of the Kafka producer, default `tablestore-<commit user>`."""
+        `transactional_id`: of the Kafka producer, default `tablestore-<commit user>`. `new_user`: the given
+        commit user was just made up, so it has no commits to find (default: only when none is given)."""
         self.target = target
         self._store = target.store
         self.commit_user = commit_user or str(uuid.uuid4())
-        self._committer = self._store.new_commit(self.commit_user, new_user=commit_user is None)
+        self._new_user = commit_user is None if new_user is None else new_user
+        self._committer = self._store.new_commit(self.commit_user, new_user=self._new_user)
         self._last_identifier = 0
         self._live: LiveFiles | None = None  # live files of the latest snapshot this session knows
         self._file_writer: filestore.FileStoreWrite | None = None
@@ -96,9 +103,7 @@ class TableWriter:
         rows = file_writer.conform(arrow)
         buckets = file_writer.write(rows, kinds, conformed=True)
         if self.target.log is not None and overwrite is None and rows.num_rows:
-            if self._log_writer is None:
-                self._log_writer = self.target.log.new_writer(self._transactional_id)
-            self._log_writer.write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
+            self._producer().write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
 
     def _new_file_writer(self) -> filestore.FileStoreWrite:
         """The writer of this commit, on the live files of the latest snapshot (read only when it moved)."""
@@ -129,12 +134,97 @@ class TableWriter:
         messages = file_writer.prepare_commit() if file_writer is not None else []  # 1.
         ident = self._next_identifier(identifier)
         log_writer = self._log_writer if overwrite is None else None
+        return self._publish(messages, ident, overwrite, log_writer)
+
+    def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
+                        overwrite: Overwrite = None, log: bool = True) -> int | None:
+        """Commit data files written elsewhere (Spark executor tasks) as this session's commit `identifier`, by the
+        protocol of `commit()`: the tasks did step 1; step 2 produces the changes of the files (read back, see
+        tablestore.prepared) to the log, unless `log` is False or this is an overwrite. Idempotent: when this
+        (commit user, identifier) is already in, these files are deleted and the log is repaired if that commit's
+        log transaction was lost (`recover_log`); its snapshot id is returned."""
+        if self._file_writer is not None:
+            raise TableStoreError(f"table {self.target.name!r}: commit the pending write first")
+        self._last_identifier = max(self._last_identifier, identifier)
+        done = None if self._new_user else self._committer.find_committed(identifier)
+        if done is not None:  # a replay of a committed batch
+            filestore.delete_added_files(self._store, messages)
+            if log:
+                self.recover_log(done)
+            return done
+        log_writer = None
+        if log and overwrite is None and self.target.log is not None:
+            log_writer = self._producer()
+            try:
+                for changes, buckets in changes_of(self._store, messages):
+                    log_writer.write(changes, buckets)
+            except BaseException:
+                log_writer.abort()
+                self._clean_up(list(messages), identifier, CommitKind.APPEND)
+                raise
+        self._latest_live()
+        return self._publish(list(messages), identifier, overwrite, log_writer)
+
+    def _producer(self) -> logstore.LogWriter:
+        assert self.target.log is not None
+        if self._log_writer is None:
+            self._log_writer = self.target.log.new_writer(self._transactional_id)
+        return self._log_writer
+
+    def recover_log(self, snapshot_id: int) -> bool:
+        """Step 4 again for this session's commit `snapshot_id`, if its Kafka transaction was lost (a crash or a
+        failure between steps 3 and 4; see docs/design.md, "Writes prepared elsewhere"): whether it republished.
+        Starting this session's transactional producer fences a zombie with the same transactional id and settles
+        its open transaction; then the last record the snapshot's offsets cover tells whether the transaction
+        committed. If not, the snapshot's added files are produced again in a new transaction, and a log-only
+        snapshot (kind COMPACT, same identifier: no data change) records the offsets after them."""
+        log_store = self.target.log
+        if log_store is None or log_store.options.consistency != "transactional":
+            return False  # eventual consistency flushes before step 3: nothing of a published snapshot is lost
+        snapshots = self._store.snapshots
+        snapshot = snapshots.get(snapshot_id)
+        # the log of this commit is the records of its last repair, if it had any: a log-only snapshot after it
+        last = snapshot
+        for sid in range(snapshot_id + 1, (snapshots.latest_id() or 0) + 1):
+            s = snapshots.get(sid) if snapshots.exists(sid) else None
+            if s is not None and s.commit_kind == CommitKind.COMPACT and s.delta_record_count == 0 and (
+                    s.commit_user, s.commit_identifier) == (self.commit_user, snapshot.commit_identifier) and (
+                    snapshots.exists(sid - 1) and snapshots.get(sid - 1).log_offsets != s.log_offsets):
+                last = s
+        before = snapshots.get(last.id - 1).log_offsets if snapshots.exists(last.id - 1) else {}
+        written = sorted((p, o) for p, o in last.log_offsets.items() if before.get(p) != o)
+        if not written:
+            return False
+        writer = self._producer()
+        writer.start()  # init_transactions: the zombie is fenced, its transaction committed or aborted
+        partition, end = written[0]
+        if log_store.new_reader().holds(partition, end - 1):
+            return False
+        log.warning("table %s: snapshot %s is missing from the log (its transaction was lost): producing it again",
+                    self.target.name, snapshot_id)
+        messages = filestore.added_by(self._store, snapshot)
+        for changes, buckets in changes_of(self._store, messages):
+            writer.write(changes, buckets)
+        try:
+            offsets = writer.prepare()
+            self._committer.publish([], identifier=snapshot.commit_identifier, kind=CommitKind.COMPACT,
+                                    log_offsets=offsets)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.commit()
+        return True
+
+    def _publish(self, messages: list[CommitMessage], ident: int, overwrite: Overwrite,
+                 log_writer: logstore.LogWriter | None) -> int | None:
+        """Steps 2-5 of the protocol (see the module docstring)."""
         try:
             offsets = log_writer.prepare() if log_writer is not None else {}  # 2.
             if not messages and not offsets and overwrite is None:
                 if log_writer is not None:
                     log_writer.abort()
                 return None
+            fault_point("before-snapshot")
             result = self._committer.publish(messages, identifier=ident, log_offsets=offsets,  # 3.
                                              overwrite=overwrite, base=self._live)
         except BaseException:
@@ -142,12 +232,18 @@ class TableWriter:
                 log_writer.abort()
             self._clean_up(messages, ident, CommitKind.APPEND)  # never published: this attempt's files are garbage
             raise
+        if result.live is None:  # an earlier attempt of this identifier is in: these files and records are nobody's
+            if log_writer is not None:
+                log_writer.abort()
+            filestore.delete_added_files(self._store, messages)
+            if log_writer is not None and result.snapshot_id is not None:
+                self.recover_log(result.snapshot_id)  # that attempt may have lost its log transaction
+            return result.snapshot_id
+        fault_point("before-log-commit")
         if log_writer is not None:
             log_writer.commit()  # 4.
+        fault_point("after-log-commit")
         self._live = result.live
-        if result.live is None:  # an earlier attempt of this identifier is in: these files are nobody's
-            filestore.delete_added_files(self._store, messages)
-            return result.snapshot_id
         if messages and not self._store.options.write_only:
             try:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.

@@ -3,13 +3,19 @@
 - `session(warehouse=..., master=None, **conf)`: a SparkSession for managed tables (the `managed` data source:
   `spark.read.format("managed").load("db.t")`, `df.write.format("managed").save("db.t")`).
 - `distribute_by_bucket(df, "db.t")`: one writer per bucket for a `managed` write, rows in input order.
+- `materialize_for_sink(df, "db.t")`: a streaming changelog through the upsert materializer when the table's
+  `sink.upsert-materialize` says so, before `df.writeStream.format("managed")`.
+- `read_changes(spark, "db.t", scan="full")`: a streaming DataFrame of the table's changes (`_row_kind` + columns).
 - `upsert_materialize(df, primary_key=[...], ...)`: the upsert materializer as a stateful operator in the job.
 - `local_session()`: a local SparkSession configured for it (RocksDB state store, the tablestore Spark jar).
 - `jar_path()`: the tablestore Spark jar (built on first use), for `spark.jars` of a session of your own.
 """
+from tablestore.spark.datasource import read_changes
 from tablestore.spark.distribute import distribute_by_bucket
 from tablestore.spark.jar import jar_path
 from tablestore.spark.materialize import upsert_materialize
+from tablestore.spark.sink import materialize_for_sink
 from tablestore.spark.sessions import local_session, session
 
-__all__ = ["distribute_by_bucket", "jar_path", "local_session", "session", "upsert_materialize"]
+__all__ = ["distribute_by_bucket", "jar_path", "local_session", "materialize_for_sink", "read_changes", "session",
+           "upsert_materialize"]

@@ -1,5 +1,6 @@
 """The `managed` Spark data source: `spark.read.format("managed").load("db.orders")`,
-`df.write.format("managed").mode("append").save("db.orders")`.
+`df.write.format("managed").mode("append").save("db.orders")`,
+`df.writeStream.format("managed").option("checkpointLocation", ck).start("db.orders")` (stream_write.py).
 
 Spark finds it without a register call: the top-level module `pyspark_managed` (installed with tablestore)
 exposes `DefaultSource`, which PySpark's static lookup registers under `name()` in every session whose Python
@@ -97,3 +98,23 @@ def writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) ->
     from tablestore.spark.write import ManagedWriter
 
     return ManagedWriter(dict(options), schema, overwrite)
+
+
+def stream_writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> Any:
+    from tablestore.spark.stream_write import ManagedStreamWriter
+
+    return ManagedStreamWriter(dict(options), schema, overwrite)
+
+
+def stream_reader(options: Mapping[str, str], schema: "StructType") -> Any:
+    from tablestore.spark.stream_read import ManagedStreamReader
+
+    return ManagedStreamReader(dict(options), schema)
+
+
+def read_changes(spark: Any, table: str, **options: Any) -> Any:
+    """`spark.readStream.format("managed")` of `table`'s changes: `_row_kind` + the table's columns (see
+    tablestore/spark/stream_read.py; options `scan`, `scan.timestamp-ms`, `max-rows-per-trigger`, `warehouse`)."""
+    from tablestore.spark.stream_read import read_changes as read
+
+    return read(spark, table, **options)

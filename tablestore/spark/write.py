@@ -7,9 +7,13 @@ Protocol of one write job:
    writer whose sequence numbers start at `base + 1 + task * SEQUENCE_STRIDE` per bucket (see below), flushes
    sorted runs, and returns their commit messages (files invisible until 4).
 3. A failed task or job: `abort` deletes the files the finished tasks wrote.
-4. `commit` publishes one snapshot with every task's files (a fresh commit user, identifier 1). A concurrent
-   writer that committed to the same buckets since the base makes it fail with SequenceConflictError (re-run
-   the job); an overwrite that lost files to a concurrent one, with CommitConflictError.
+4. `commit` hands every task's files to a write session (tablestore.writer.TableWriter.commit_prepared, a fresh
+   commit user, identifier 1): it produces their changes to the log (unless change-tracking is off or this is an
+   overwrite), publishes one snapshot, commits the log, then compacts as every write does. A concurrent writer
+   that committed to the same buckets since the base makes it fail with SequenceConflictError (re-run the job);
+   an overwrite that lost files to a concurrent one, with CommitConflictError.
+Streaming (`ManagedStreamWriter`): each micro-batch is one job as above, on the latest snapshot when its tasks
+start, committed as (commit user `spark-stream-<query id>`, identifier batch id + 1): see tablestore/spark/stream_write.py.
 
 Rows of one primary key arriving through several input partitions: Spark gives no order between tasks, so the
 job orders them by task: each task's sequence numbers start SEQUENCE_STRIDE above the previous task's, so rows
@@ -31,11 +35,12 @@ from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
+from tablestore.writer import TableWriter, WriteTarget
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from filestore import FileStore
+    from filestore import FileStore, Snapshot
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
@@ -88,14 +93,7 @@ class ManagedWriter(DataSourceArrowWriter):
         self.scope: Literal["all", "dynamic"] | None = None
         if overwrite:
             self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
-        tracking = _change_tracking(options, dict(handle.options.raw), table)
-        if tracking and handle.log is not None and self.scope is None:
-            # Kafka transactions cannot move from executor tasks to the driver with the Python client: the
-            # cross-process log protocol comes with the streaming sink
-            raise SparkWriteError(
-                f"table {table!r} has a log ({handle.options.raw.get('log.system', 'kafka')}): Spark batch writes "
-                "go to the file store only for now; write with .option('change-tracking', 'false') (log readers "
-                "then do not see these rows) or through the Python API")
+        self.change_tracking = _change_tracking(options, dict(handle.options.raw), table)
         base = handle.store.snapshots.latest()
         self.base_snapshot_id = None if base is None else base.id
         self.commit_user = f"spark-{uuid.uuid4()}"
@@ -109,7 +107,7 @@ class ManagedWriter(DataSourceArrowWriter):
         task = context.partitionId() if context is not None else 0
         handle = self.ref.handle()
         store = handle.store
-        base = None if self.base_snapshot_id is None else store.snapshots.get(self.base_snapshot_id)
+        base = self._base(store)
         committed: dict[tuple[Partition, int], int] = {}
         for e in store.live_entries(base).values():
             where = (e.partition, e.bucket)
@@ -137,6 +135,13 @@ class ManagedWriter(DataSourceArrowWriter):
                 _delete(store, messages)
                 raise SparkWriteError(f"table {self.ref.identifier!r}: task {task} wrote more than "
                                       f"{SEQUENCE_STRIDE} rows into bucket {m.bucket}: use more input partitions")
+        return self._task_commit(task, messages)
+
+    def _base(self, store: "FileStore") -> "Snapshot | None":
+        """The snapshot the job writes on top of (fixed when the job was planned)."""
+        return None if self.base_snapshot_id is None else store.snapshots.get(self.base_snapshot_id)
+
+    def _task_commit(self, task: int, messages: tuple[CommitMessage, ...]) -> TaskCommit:
         return TaskCommit(task, messages)
 
     def _apply(self, writer: FileStoreWrite, batches: list[pa.RecordBatch]) -> None:
@@ -150,11 +155,17 @@ class ManagedWriter(DataSourceArrowWriter):
         writer.write(data, kinds)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        store = self.ref.handle().store
-        done = [m for m in messages if isinstance(m, TaskCommit)]
-        everything = [cm for m in done for cm in m.messages]
+        everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
-        store.new_commit(self.commit_user, new_user=True).commit(everything, identifier=1, overwrite=self.scope)
+        with self.session(self.commit_user, new_user=True) as session:
+            session.commit_prepared(everything, 1, overwrite=self.scope, log=self.change_tracking)
+
+    def session(self, commit_user: str, transactional_id: str | None = None, *,
+                new_user: bool = False) -> TableWriter:
+        """The driver's write session for a commit (the one owner of commit user, identifiers and compaction)."""
+        handle = self.ref.handle()
+        return TableWriter(WriteTarget(handle.identifier, handle.store, handle.log), commit_user=commit_user,
+                           transactional_id=transactional_id, new_user=new_user)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         store = self.ref.handle().store

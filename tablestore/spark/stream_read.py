@@ -1,0 +1,202 @@
+"""Streaming reads of a table's changes: `tablestore.spark.read_changes(spark, "db.orders", scan=...)`, i.e.
+`spark.readStream.format("managed").schema(<_row_kind + the table's columns>).load("db.orders")`.
+
+Offsets (JSON, checkpointed by Spark; a restart resumes exactly at the last committed end):
+- a table with a log: `{"base": S or null, "log": {partition: offset}}`. `scan=full` starts with base = the
+  latest snapshot S and the log at S's stored offsets (the first batch is S's rows as +I, then the log: no
+  duplicate, no gap); `latest` at the log's end now; `from-timestamp` at the first record at or after
+  `scan.timestamp-ms`. A batch reads the log offsets [start, end) of each partition (read_committed for
+  transactional consistency), end = the last stable offset when planned, capped by `max-rows-per-trigger`.
+- a table without a log (`log.system` = none): `{"base": S or null, "snapshot": N}`, N the last snapshot streamed;
+  each later snapshot's changes come from comparing it with its parent (tablestore.snapshot_changes: -U/+U, -D
+  with the old row; compactions give nothing). `full` starts with the latest snapshot's rows as +I.
+`Trigger.AvailableNow` reads up to the end found when the query starts, then stops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from logstore import ROW_KIND_COLUMN, insert_kinds
+from tablestore.faults import fault_point
+from tablestore.snapshot_changes import snapshot_changes
+from tablestore.spark.datasource import DataSourceOptionError, TableRef, int_option, table_ref
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+SCANS = ("full", "latest", "from-timestamp")
+
+
+@dataclass(frozen=True)
+class ChangesPartition(InputPartition):
+    """One piece of a batch: a snapshot's rows as +I (`base`), a log range, or the changes from snapshot `parent`
+    to `snapshot`."""
+
+    kind: str
+    base: int | None = None
+    log_start: tuple[tuple[int, int], ...] = ()
+    log_end: tuple[tuple[int, int], ...] = ()
+    parent: int | None = None
+    snapshot: int | None = None
+
+
+def changes_schema(ref: TableRef) -> pa.Schema:
+    schema = ref.handle().schema.arrow_schema
+    return pa.schema([pa.field(ROW_KIND_COLUMN, pa.string(), False), *schema])
+
+
+class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str], schema: "StructType") -> None:
+        self.ref = table_ref(options)
+        table = self.ref.identifier
+        names = [f.name for f in schema]
+        if not names or names[0] != ROW_KIND_COLUMN:
+            raise DataSourceOptionError(
+                f"table {table!r}: a streaming read returns `{ROW_KIND_COLUMN}` + the table's columns: use "
+                "tablestore.spark.read_changes(spark, table), which gives Spark that schema")
+        self.scan = options.get("scan", "full").lower()
+        if self.scan not in SCANS:
+            raise DataSourceOptionError(f"table {table!r}: option 'scan' must be one of {SCANS}, got {self.scan!r}")
+        self.timestamp_ms = int_option(options, "scan.timestamp-ms", table)
+        if self.scan == "from-timestamp" and self.timestamp_ms is None:
+            raise DataSourceOptionError(f"table {table!r}: scan 'from-timestamp' needs option 'scan.timestamp-ms'")
+        self.max_rows = int_option(options, "max-rows-per-trigger", table)
+        self._target: dict[str, Any] | None = None
+
+    # -- offsets ----------------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        handle = self.ref.handle()
+        snapshots = handle.store.snapshots
+        latest = snapshots.latest()
+        if handle.log is None:
+            if self.scan == "full":
+                return {"base": latest.id if latest else None, "snapshot": latest.id if latest else 0}
+            if self.scan == "latest":
+                return {"base": None, "snapshot": latest.id if latest else 0}
+            assert self.timestamp_ms is not None
+            before = [s.id for s in snapshots.snapshots() if s.time_millis < self.timestamp_ms]
+            return {"base": None, "snapshot": max(before, default=0)}
+        reader = handle.log.new_reader()
+        partitions = handle.log.options.partitions
+        if self.scan == "full":
+            stored = latest.log_offsets if latest else {}
+            log = {p: stored.get(p, 0) for p in range(partitions)}
+            return {"base": latest.id if latest else None, "log": _json(log)}
+        if self.scan == "latest":
+            return {"base": None, "log": _json(reader.start_at_end())}
+        assert self.timestamp_ms is not None
+        return {"base": None, "log": _json(reader.start_at_timestamp(self.timestamp_ms))}
+
+    def _end(self) -> dict[str, Any]:
+        handle = self.ref.handle()
+        if handle.log is None:
+            return {"snapshot": handle.store.snapshots.latest_id() or 0}
+        return {"log": _json(handle.log.new_reader().start_at_end())}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._end()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        end = self._target if self._target is not None else self._end()
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if "snapshot" in start:
+            first, last = int(start["snapshot"]), int(end["snapshot"])
+            if budget is not None and last > first + 1:  # snapshots are whole: at least one per batch
+                store = self.ref.handle().store
+                rows, upto = 0, first
+                for sid in range(first + 1, last + 1):
+                    if store.snapshots.exists(sid):
+                        rows += abs(store.snapshots.get(sid).delta_record_count)
+                    upto = sid
+                    if rows >= budget:
+                        break
+                last = upto
+            return {"base": None, "snapshot": max(first, last)}
+        begin, stop = _offsets(start["log"]), _offsets(end["log"])
+        out: dict[int, int] = {}
+        for p, o in sorted(begin.items()):
+            target = max(o, stop.get(p, o))
+            if budget is not None:
+                take = min(budget, target - o)
+                budget -= take
+                target = o + take
+            out[p] = target
+        return {"base": None, "log": _json(out)}
+
+    # -- planning and reading ---------------------------------------------------------------------
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        parts: list[InputPartition] = []
+        base = start.get("base")
+        if base is not None:
+            parts.append(ChangesPartition("base", base=int(base)))
+        if "snapshot" in start:
+            store = self.ref.handle().store
+            for sid in range(int(start["snapshot"]) + 1, int(end["snapshot"]) + 1):
+                if store.snapshots.exists(sid):
+                    parts.append(ChangesPartition("snapshot", parent=sid - 1, snapshot=sid))
+            return parts
+        begin, stop = _offsets(start["log"]), _offsets(end["log"])
+        ranges = tuple((p, o) for p, o in sorted(begin.items()) if stop.get(p, o) > o)
+        if ranges:
+            parts.append(ChangesPartition("log", log_start=ranges,
+                                          log_end=tuple((p, stop[p]) for p, _ in ranges)))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangesPartition)
+        fault_point("stream-read")
+        schema = changes_schema(self.ref)
+        handle = self.ref.handle()
+        if partition.kind == "base":
+            from tablestore.table import Table
+
+            for batch in Table(handle).read_batches(snapshot_id=partition.base):
+                yield _conform(pa.Table.from_batches([batch]).add_column(
+                    0, ROW_KIND_COLUMN, insert_kinds(batch.num_rows)), schema)
+        elif partition.kind == "snapshot":
+            store = handle.store
+            assert partition.snapshot is not None and partition.parent is not None
+            parent = store.snapshots.get(partition.parent) if store.snapshots.exists(partition.parent) else None
+            for changes in snapshot_changes(store, parent, store.snapshots.get(partition.snapshot)):
+                yield _conform(changes, schema)
+        else:
+            assert handle.log is not None
+            for batch in handle.log.new_reader().read_range(dict(partition.log_start), dict(partition.log_end)):
+                yield _conform(pa.Table.from_batches([batch]), schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+def _json(offsets: dict[int, int]) -> dict[str, int]:
+    return {str(p): int(max(o, 0)) for p, o in offsets.items()}
+
+
+def _offsets(raw: dict[str, int]) -> dict[int, int]:
+    return {int(p): int(o) for p, o in raw.items()}
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:
+    table = table.select(schema.names).cast(schema)
+    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema)
+
+
+def read_changes(spark: "SparkSession", table: str, **options: Any) -> "DataFrame":
+    """`spark.readStream.format("managed")` of `table`'s changes: `_row_kind` + the table's columns. Options as
+    keyword arguments with `_` for `-`/`.` where needed, or their keys: `scan`, `scan.timestamp-ms`,
+    `max-rows-per-trigger`, `warehouse`."""
+    from tablestore.spark.types import spark_schema
+
+    opts = {k: str(v) for k, v in options.items()}
+    ref = table_ref({"path": table} | opts)
+    return spark.readStream.format("managed").schema(spark_schema(changes_schema(ref))).options(**opts).load(table)
+

@@ -1,0 +1,85 @@
+"""Streaming writes of the `managed` data source: `df.writeStream.format("managed").start("db.orders")`.
+
+Each micro-batch is one job of tablestore/spark/write.py, committed exactly once:
+1. tasks (executors) write data files on the latest snapshot when they start (the previous batch, its compaction
+   included, is in by then: Spark commits batch N before it plans N + 1) and return them with the query id and
+   batch id Spark gives every task;
+2. `commit(messages, batch_id)` (a fresh driver-side Python worker per batch) runs the write session
+   (tablestore.writer.TableWriter.commit_prepared) as commit user `spark-stream-<query id>` with identifier
+   `batch id + 1` and the transactional id `tablestore-<table>-<query id>`: log records of the files in one
+   Kafka transaction, the snapshot, the log commit, then compaction within `num-sorted-run.stop-trigger`;
+3. a batch Spark replays after a restart (it replays the last planned batch, same id and offsets, when its commit
+   was not recorded in the checkpoint) finds its (commit user, identifier) already in: its files are deleted and
+   the log is repaired if the crash fell between the snapshot and the log commit (`TableWriter.recover_log`);
+4. `abort(messages, batch_id)` deletes the batch's files unless its snapshot is in.
+The query id is stable across restarts from one checkpoint; a new checkpoint is a new query (a new commit user).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from filestore import CommitMessage
+from tablestore.spark.write import ManagedWriter, SparkWriteError, TaskCommit, _delete
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from filestore import FileStore, Snapshot
+
+
+@dataclass(frozen=True)
+class StreamTaskCommit(TaskCommit):
+    """A streaming task's files, with the query and batch Spark ran it for."""
+
+    query_id: str = ""
+    batch_id: int = -1
+
+
+def commit_user(query_id: str) -> str:
+    return f"spark-stream-{query_id}"
+
+
+class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
+    def __init__(self, options: dict[str, str], schema: "StructType", overwrite: bool) -> None:
+        if overwrite:
+            raise SparkWriteError(f"table {options.get('path') or options.get('table')!r}: a streaming write "
+                                  "appends (output mode complete is not supported)")
+        super().__init__(options, schema, False)
+
+    def _base(self, store: "FileStore") -> "Snapshot | None":
+        return store.snapshots.latest()
+
+    def _task_commit(self, task: int, messages: tuple[CommitMessage, ...]) -> TaskCommit:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        query_id = (context.getLocalProperty("sql.streaming.queryId") if context is not None else None) or ""
+        batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+        return StreamTaskCommit(task, messages, query_id, int(batch) if batch is not None else -1)
+
+    def _query(self, messages: list[WriterCommitMessage | None], batch_id: int) -> str | None:
+        queries = {m.query_id for m in messages if isinstance(m, StreamTaskCommit)}
+        if len(queries) > 1:
+            raise SparkWriteError(f"table {self.ref.identifier!r}: batch {batch_id} has tasks of queries {queries}")
+        return next(iter(queries), None)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        query_id = self._query(messages, batchId)
+        if query_id is None:
+            return  # no task ran: nothing was written
+        everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
+        transactional_id = f"tablestore-{self.ref.identifier}-{query_id}"
+        with self.session(commit_user(query_id), transactional_id) as session:
+            session.commit_prepared(everything, batchId + 1, log=self.change_tracking)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        query_id = self._query(messages, batchId)
+        if query_id is None:
+            return
+        store = self.ref.handle().store
+        if store.new_commit(commit_user(query_id)).find_committed(batchId + 1) is not None:
+            return  # the batch is in: its files are the table's
+        _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])

@@ -1,0 +1,122 @@
+"""Commits of data files written elsewhere (what Spark's driver does with its tasks' files): the log gets exactly
+the snapshot's changes, a replay is recognised, and a log transaction lost between the snapshot and the log commit
+is produced again by the next session of the same commit user (fenced by the transactional id)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import logstore
+import tablestore
+from log_helpers import SCHEMA, by_key, changes, drop_created_tables, kafka_catalog, row, rows
+from tablestore.writer import TableWriter
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture(autouse=True)
+def _drop_tables() -> Iterator[None]:
+    yield
+    drop_created_tables()
+
+
+def _table(tmp_path: Path, bootstrap: str, **options: str) -> tablestore.Table:
+    cat = kafka_catalog(tmp_path, bootstrap)
+    # changelog-mode all: the log is read back as stored (an upsert log's reader would hide duplicates)
+    return cat.create_table("db.t", SCHEMA, primary_key=["id"],
+                            options={"bucket": "2", "log.changelog-mode": "all", **options})
+
+
+def _task_files(t: tablestore.Table, data: object) -> list:  # type: ignore[type-arg]
+    """What an executor task hands the driver: the files of `data`, written on the latest snapshot."""
+    store = t._handle.store
+    writer = store.new_write(store.live_files(store.snapshots.latest()))
+    writer.write(writer.conform(data), None, conformed=True)  # type: ignore[arg-type]
+    return writer.prepare_commit()
+
+
+def _log(t: tablestore.Table) -> list[tuple[str, dict]]:  # type: ignore[type-arg]
+    return changes(t.read_changes(scan="from-timestamp", timestamp_ms=0, timeout_s=1.0))
+
+
+def _data_files(t: tablestore.Table) -> set[str]:
+    return {p.name for p in Path(t.path).rglob("data-*")}
+
+
+def test_prepared_files_reach_the_log_once_and_a_replay_is_recognised(tmp_path: Path, kafka_bootstrap: str) -> None:
+    t = _table(tmp_path, kafka_bootstrap)
+    first = rows(row(1, "a"), row(2, "b"), row(1, "a2"))
+    session = TableWriter(t._write_target(), commit_user="query-1", transactional_id="tx-query-1")
+    with session:
+        sid = session.commit_prepared(_task_files(t, first), 1)
+    assert by_key(t.read()) == by_key(rows(row(1, "a2"), row(2, "b")))
+    assert sorted((k, r["id"], r["name"]) for k, r in _log(t)) == [("+I", 1, "a2"), ("+I", 2, "b")]
+    files = _data_files(t)
+    replay = _task_files(t, first)
+    with TableWriter(t._write_target(), commit_user="query-1", transactional_id="tx-query-1") as again:
+        assert again.commit_prepared(replay, 1) == sid
+    assert _data_files(t) == files  # the replay's files are deleted
+    assert len(_log(t)) == 2 and t.latest_snapshot_id() == sid
+
+
+def test_a_log_transaction_lost_after_the_snapshot_is_produced_again(
+        tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _table(tmp_path, kafka_bootstrap)
+    data = rows(row(1, "a"), row(2, "b"), row(3, "c"))
+    zombie = TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2")
+
+    def crash(self: logstore.LogWriter) -> None:
+        raise KeyboardInterrupt("crash between the snapshot and the log commit")
+
+    monkeypatch.setattr(logstore.LogWriter, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        zombie.commit_prepared(_task_files(t, data), 1)
+    monkeypatch.undo()
+    assert by_key(t.read()) == by_key(data)  # the snapshot is in, the transaction open
+    assert _log(t) == []
+    latest_before = t.latest_snapshot_id()
+    with TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2") as restarted:
+        restarted.commit_prepared(_task_files(t, data), 1)  # the replayed batch
+    assert sorted(r["id"] for _, r in _log(t)) == [1, 2, 3]
+    # a `full` reader from now on: the snapshot, then the log after the records produced again: no duplicate
+    full = changes(t.read_changes(scan="full", timeout_s=1.0))
+    assert sorted(r["id"] for _, r in full) == [1, 2, 3]
+    assert t.latest_snapshot_id() == (latest_before or 0) + 1  # a log-only snapshot
+    with TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2") as third:
+        third.commit_prepared(_task_files(t, data), 1)  # replayed again: the log is complete now
+    assert len(_log(t)) == 3
+
+
+def test_eventual_consistency_prepared_files_reach_the_log(tmp_path: Path, kafka_bootstrap: str) -> None:
+    t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual", "log.changelog-mode": "upsert"})
+    data = rows(row(1, "a"), row(2, "b"))
+    with TableWriter(t._write_target(), commit_user="query-3") as session:
+        sid = session.commit_prepared(_task_files(t, data), 1)
+        assert sid is not None and not session.recover_log(sid)  # nothing to repair: flushed before the snapshot
+    assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
+    assert by_key(t.read()) == by_key(data)
+
+
+def test_a_python_session_restarted_as_the_same_user_repairs_the_log_and_writes_nothing_twice(
+        tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _table(tmp_path, kafka_bootstrap)
+    data = rows(row(1, "a"), row(2, "b"))
+    zombie = t.log_writer(commit_user="job-1", transactional_id="tx-job-1")
+    zombie.write(data)
+
+    def crash(self: logstore.LogWriter) -> None:
+        raise KeyboardInterrupt("crash between the snapshot and the log commit")
+
+    monkeypatch.setattr(logstore.LogWriter, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        zombie.commit(1)
+    monkeypatch.undo()
+    with t.log_writer(commit_user="job-1", transactional_id="tx-job-1") as restarted:
+        restarted.write(data)  # the job replays its checkpoint
+        restarted.commit(1)
+        restarted.write(data)  # and once more, after the repair: still nothing twice
+        restarted.commit(1)
+    assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
+    assert by_key(t.read()) == by_key(data)

@@ -1,0 +1,64 @@
+"""The changelog between snapshots (how a table without a log streams): replayed from the empty table, snapshot by
+snapshot, it gives each snapshot's rows; retractions carry the old row; compactions give nothing."""
+from __future__ import annotations
+
+import collections
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tablestore
+from tablestore.snapshot_changes import snapshot_changes
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.int64()), pa.field("part", pa.string(), False)])
+_names = itertools.count()
+change = st.tuples(st.sampled_from(["+I", "-D"]), st.integers(0, 8), st.one_of(st.none(), st.integers(0, 2)),
+                   st.sampled_from(["x", "y"]))
+step = st.one_of(st.lists(change, min_size=1, max_size=10), st.just("compact"), st.just("overwrite"))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=1, max_size=6), pk=st.booleans())
+def test_snapshot_changelog_replays_to_every_snapshot(tmp_path: Path, steps: list[Any], pk: bool) -> None:
+    cat = tablestore.Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table(f"db.t{next(_names)}", SCHEMA, primary_key=["id", "part"] if pk else None,
+                         partition_by=["part"], options={"bucket": "2", "write-only": "true"})
+    for s in steps:
+        if s == "compact":
+            t.compact(full=True)
+        elif s == "overwrite":
+            t.write(pa.Table.from_pylist([{"id": 1, "v": 5, "part": "x"}], schema=SCHEMA), overwrite=True)
+        else:
+            data = pa.Table.from_pylist([{"id": i, "v": v, "part": p} for _, i, v, p in s], schema=SCHEMA)
+            t.write(data.add_column(0, "_row_kind", pa.array([k for k, *_ in s], pa.string())))
+    store = t._handle.store
+    keyed: dict[tuple[Any, ...], dict[str, Any]] = {}
+    counted: collections.Counter[tuple[Any, ...]] = collections.Counter()
+    previous = None
+    for info in t.snapshots():
+        snapshot = store.snapshots.get(info.id)
+        produced = list(snapshot_changes(store, previous, snapshot))
+        if snapshot.commit_kind.value == "COMPACT":
+            assert produced == []
+        for changes in produced:
+            for r in changes.to_pylist():
+                kind = r.pop("_row_kind")
+                k = (r["id"], r["part"])
+                row = (r["id"], r["v"], r["part"])
+                if kind in ("+I", "+U"):
+                    keyed[k] = r
+                    counted[row] += 1
+                else:
+                    if pk:
+                        assert keyed.pop(k) == r  # the retraction carries the old row
+                    assert counted[row] > 0
+                    counted[row] -= 1
+        expected = sorted(((r["id"], r["v"], r["part"]) for r in t.read(snapshot_id=info.id).to_pylist()), key=repr)
+        got = sorted(((r["id"], r["v"], r["part"]) for r in keyed.values()) if pk else counted.elements(), key=repr)
+        assert got == expected
+        previous = snapshot
