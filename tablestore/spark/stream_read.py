@@ -14,12 +14,21 @@ Offsets (JSON, checkpointed by Spark; a restart resumes exactly at the last comm
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+try:  # PySpark >= 4.2: admission control (Spark calls latestOffset(start, limit)) and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+    ADMISSION_CONTROL = True
+except ImportError:  # PySpark 4.1: Spark calls latestOffset() without arguments; every trigger reads all there is
+    ADMISSION_CONTROL = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in base class: PySpark 4.1 has no such interface (AvailableNow reads up to one end offset)."""
 
 from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
@@ -67,6 +76,10 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.scan == "from-timestamp" and self.timestamp_ms is None:
             raise DataSourceOptionError(f"table {table!r}: scan 'from-timestamp' needs option 'scan.timestamp-ms'")
         self.max_rows = int_option(options, "max-rows-per-trigger", table)
+        if self.max_rows and not ADMISSION_CONTROL:
+            warnings.warn(f"table {table!r}: option 'max-rows-per-trigger' needs PySpark >= 4.2 (admission control "
+                          "for Python stream readers); on this PySpark every trigger reads all available changes",
+                          RuntimeWarning, stacklevel=2)
         self._target: dict[str, Any] | None = None
 
     # -- offsets ----------------------------------------------------------------------------------
@@ -105,9 +118,12 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
+        """PySpark >= 4.2 passes the batch's start and read limit; 4.1 passes neither: then everything there is."""
         end = self._target if self._target is not None else self._end()
-        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if start is None:
+            return {"base": None, **end}
+        budget = limit.max_rows if limit is not None and isinstance(limit, ReadMaxRows) else None
         if "snapshot" in start:
             first, last = int(start["snapshot"]), int(end["snapshot"])
             if budget is not None and last > first + 1:  # snapshots are whole: at least one per batch

@@ -11,6 +11,7 @@ import pytest
 
 import tablestore
 import tablestore.spark
+from tablestore.spark.stream_read import ADMISSION_CONTROL
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +65,8 @@ def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         every = [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c"), ("+I", 4, "d"), ("+I", 5, "e")]
         assert sorted(got) == every  # the new ones once each
         files = list((tmp_path / "ck-out").glob("part-*.parquet"))
-        assert len(files) >= 4  # the base in one batch, then one row per trigger
+        # the base in one batch, then one row per trigger (PySpark 4.1 has no admission control: all at once)
+        assert len(files) >= (4 if ADMISSION_CONTROL else 2)
         assert sorted(_run(spark, t.name, ck, **opts)) == every
     finally:
         cat.drop_table("db.logged")

@@ -20,6 +20,7 @@ import filestore
 import tablestore
 import tablestore.spark
 from tablestore.faults import FAULT_ENV
+from tablestore.spark.stream_read import ADMISSION_CONTROL
 
 pytestmark = pytest.mark.spark
 
@@ -85,7 +86,7 @@ def _log_records(table: tablestore.Table, bootstrap: str) -> list[tuple[int, int
             got = [m for m in consumer.consume(num_messages=1000, timeout=0.3) if m.error() is None]
             if got:
                 quiet_since = time.monotonic()
-            out += [(m.partition(), m.offset()) for m in got]
+            out += [(int(m.partition() or 0), int(m.offset() or 0)) for m in got]
         return out
     finally:
         consumer.close()
@@ -140,7 +141,10 @@ def test_a_driver_killed_at_each_commit_point_writes_every_change_once(
         assert any(s.kind == "COMPACT" for s in table.snapshots())
 
         # a streaming read of the log into a Parquet sink, its driver killed in its third micro-batch's read,
-        # then restarted from its checkpoint: every change once
+        # then restarted from its checkpoint: every change once (needs several micro-batches: PySpark >= 4.2's
+        # admission control splits the log by max-rows-per-trigger)
+        if not ADMISSION_CONTROL:
+            return
         out, read_ck = tmp_path / "read-out", tmp_path / "read-ck"
         read_options = ("scan=from-timestamp", "scan.timestamp-ms=0", "max-rows-per-trigger=5")
         assert _run_driver(warehouse, out, read_ck, kafka_bootstrap, "stream-read@3", tmp_path / "read-fault",
