@@ -6,9 +6,8 @@
    the pruning filter: one input partition per (partition, bucket). Every task reads that snapshot's files,
    so a read of a table being written sees one snapshot.
 3. `read` (executor) reopens the table, merge-reads the split (`FileStore.new_read`) with the exact filter, and
-   returns Arrow batches in exactly the Arrow schema PySpark expects. A *raw-convertible* split of a primary-key
-   table (one sorted run: a single file, or files of one level above 0, and no deletes) needs no merge: its files
-   are read as they are, one at a time (`bench/spark_datasource_bench.py` measures the difference).
+   returns Arrow batches in exactly the Arrow schema PySpark expects. A split that is one sorted run without
+   deletes is read without a merge: `SplitRead` decides that, the same for every reader (Python API, compaction).
 """
 from __future__ import annotations
 
@@ -19,15 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from filestore import Split, read_data_file
+from filestore import Split
 from tablestore.spark.datasource import TableRef, int_option, table_ref
 from tablestore.spark.filters import translate
 from tablestore.spark.types import read_schema, to_spark_batch
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
-
-    from filestore import FileStore
 
 
 @dataclass(frozen=True)
@@ -72,24 +69,6 @@ class ManagedReader(DataSourceReader):
         if partition.split is None:
             return iter(())
         store = self.ref.handle().store
-        split = partition.split
-        if store.schema.has_primary_key and raw_convertible(split):
-            return self._read_raw(store, split, target)
-        rows = store.new_read(None, self.exact).read(split)
+        # a bucket that is one sorted run without deletes is read without a merge (SplitRead decides, for every reader)
+        rows = store.new_read(None, self.exact).read(partition.split)
         return iter(to_spark_batch(rows, target).to_batches())
-
-    def _read_raw(self, store: "FileStore", split: Split, target: pa.Schema) -> Iterator[pa.RecordBatch]:
-        names = self.table_schema.names
-        for f in split.files:
-            path = store.data_file_path(split.partition, split.bucket, f.file_name)
-            rows = read_data_file(store.io, path, store.options.file_format, names)
-            if self.exact is not None:
-                rows = rows.filter(self.exact)
-            yield from to_spark_batch(rows, target).to_batches()
-
-
-def raw_convertible(split: Split) -> bool:
-    """True when the split's files are one sorted run without deletes: the merge would return them unchanged."""
-    if any(f.delete_row_count for f in split.files):
-        return False
-    return len(split.files) == 1 or (len({f.level for f in split.files}) == 1 and split.files[0].level > 0)
