@@ -45,12 +45,13 @@ def _referenced(store: "FileStore", snapshot: Snapshot) -> set[str]:
     return refs
 
 
-def expire_snapshots(store: "FileStore", now_ms: int | None = None) -> ExpireResult:
-    o = store.options
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    sm = store.snapshots
-    snapshots = list(sm.snapshots())
+def _expire_count(store: "FileStore", snapshots: list[Snapshot], now_ms: int, retain_last: int | None) -> int:
+    """How many of the oldest snapshots to expire: all but the newest `retain_last` when given, else per the
+    table's retention options."""
     n = len(snapshots)
+    if retain_last is not None:
+        return max(0, n - retain_last)
+    o = store.options
     expire_count = 0
     for i, s in enumerate(snapshots):
         remaining = n - i
@@ -60,6 +61,17 @@ def expire_snapshots(store: "FileStore", now_ms: int | None = None) -> ExpireRes
             expire_count = i + 1
         else:
             break
+    return expire_count
+
+
+def expire_snapshots(store: "FileStore", now_ms: int | None = None, *, retain_last: int | None = None) -> ExpireResult:
+    """Expire per the table's retention options, or (`retain_last`) keep only the newest `retain_last` snapshots
+    whatever the options say. The latest snapshot is always kept."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    sm = store.snapshots
+    snapshots = list(sm.snapshots())
+    n = len(snapshots)
+    expire_count = _expire_count(store, snapshots, now_ms, retain_last)
     expire_count = min(expire_count, n - 1)  # the latest snapshot is the table: never expired
     if expire_count <= 0:
         return ExpireResult((), 0)

@@ -28,7 +28,7 @@ from filestore import (
 )
 from tablestore.catalog import Catalog
 from tablestore.errors import CompactionError, InvalidRowKindError, TableStoreError
-from tablestore.table import SnapshotInfo, Table
+from tablestore.table import DeleteResult, SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
@@ -38,6 +38,7 @@ __all__ = [
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",
+    "DeleteResult",
     "FileStoreError",
     "InvalidIdentifierError",
     "InvalidOptionError",

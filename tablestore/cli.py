@@ -18,16 +18,15 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Any, Callable, NoReturn, Sequence
 
 from catalog import CatalogError
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
+from tablestore import maintenance
 from tablestore.catalog import Catalog
 from tablestore.cli_progress import progress_bar
 from tablestore.errors import TableStoreError
-from tablestore.table import Table
 
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
 EXIT_OK, EXIT_USAGE, EXIT_TABLE, EXIT_LOG, EXIT_CONFLICT = 0, 1, 2, 3, 4
@@ -79,22 +78,11 @@ def _partition_specs(args: argparse.Namespace) -> list[dict[str, str]]:
     """`--partition k=v[,k2=v2]` (repeatable) as {column: value} specs."""
     specs = []
     for text in args.partition or ():
-        pairs = [p.partition("=") for p in text.split(",")]
-        if any(not k or not eq for k, eq, _ in pairs):
-            raise UsageError(f"--partition {text!r}: give column=value[,column=value...]")
-        specs.append({k: v for k, _, v in pairs})
+        try:
+            specs.append(maintenance.parse_partition_spec(text))
+        except TableStoreError:
+            raise UsageError(f"--partition {text!r}: give column=value[,column=value...]") from None
     return specs
-
-
-def _partitions(table: Table, specs: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
-    """Per-partition detail of the partitions any spec selects (all without specs)."""
-    if not specs:
-        return list(table.describe()["partitions"])  # type: ignore[call-overload]
-    found: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        for p in table.describe(partition=spec)["partitions"]:  # type: ignore[attr-defined]
-            found[json.dumps(p["partition"], sort_keys=True, default=str)] = p
-    return [found[k] for k in sorted(found)]
 
 
 def _partition_name(values: dict[str, Any]) -> str:
@@ -131,7 +119,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     specs = _partition_specs(args)
     detail = table.describe()
     if specs:
-        detail["partitions"] = _partitions(table, specs)
+        detail["partitions"] = maintenance.partition_details(table, specs)
     _emit(args, detail, _describe_text)
     return EXIT_OK
 
@@ -142,13 +130,6 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
         f"{s['id']:>6}  {s['kind']:<9} records={s['total_record_count']:<10} delta={s['delta_record_count']}"
         for s in ss) or "(no snapshots)")
     return EXIT_OK
-
-
-def _shape(partitions: Sequence[dict[str, Any]]) -> dict[str, int]:
-    runs = [n for p in partitions for n in p["sorted_runs"].values()]
-    return {"files": sum(p["file_count"] for p in partitions), "bytes": sum(p["total_file_size"] for p in partitions),
-            "buckets": len(runs), "max_runs_per_bucket": max(runs, default=0),
-            "buckets_with_one_run": sum(1 for n in runs if n == 1)}
 
 
 def _compact_text(d: dict[str, Any]) -> str:
@@ -167,21 +148,16 @@ def _compact_text(d: dict[str, Any]) -> str:
 def cmd_compact(args: argparse.Namespace) -> int:
     table = _catalog(args).get_table(args.table)
     specs = _partition_specs(args)
-    before = _shape(_partitions(table, specs))
-    started = time.monotonic()
     try:
         with progress_bar(enabled=args.output == "text", description=f"compacting {table.name}") as progress:
-            sid = table.compact(full=args.full, partitions=specs or None, progress=progress)
+            report = maintenance.compact(table, full=args.full, partitions=specs, progress=progress)
     except (CommitConflictError, CommitRetriesExhaustedError) as e:
         raise ConflictError(
             f"compaction of {table.name} lost a race with a concurrent writer ({e}). Nothing was lost: the "
             f"compaction was not committed and the table holds everything the writers committed. Retrying is safe: "
             f"run `tablestore compact {table.name}` again."
         ) from None
-    seconds = time.monotonic() - started
-    after = _shape(_partitions(table, specs))
-    _emit(args, {"table": table.name, "snapshot_id": sid, "full": args.full, "partitions": specs,
-                 "seconds": round(seconds, 3), "before": before, "after": after}, _compact_text)
+    _emit(args, report, _compact_text)
     return EXIT_OK
 
 

@@ -16,9 +16,10 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore import (
-    ExpireResult, InvalidWriteError, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
+    CommitRetriesExhaustedError, ExpireResult, InvalidWriteError, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
     render_partition_column,
 )
+from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
 from tablestore.describe import file_detail, iso_time, matches, partition_spec
@@ -59,6 +60,14 @@ class SnapshotInfo:
     def of(s: Snapshot) -> "SnapshotInfo":
         return SnapshotInfo(s.id, s.commit_kind.value, s.time_millis, s.total_record_count, s.delta_record_count,
                             s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets))
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What `Table.delete` did: the snapshot it committed (None: no row matched) and how many rows it deleted."""
+
+    snapshot_id: int | None
+    deleted_rows: int
 
 
 class Table:
@@ -127,6 +136,37 @@ class Table:
                 session.abort()
                 session.release()  # a broken producer is not reused: the next write starts a fresh one
                 raise
+
+    def delete(self, filter: pc.Expression) -> DeleteResult:
+        """Delete the rows `filter` selects, in one commit: they are read at the latest snapshot and written back as
+        `-D` (by key on a primary-key table; one count each on a table without one), so the log carries the deleted
+        rows too. Optimistic: if another writer commits to a bucket this delete writes to (or any commit lands
+        between the read and the write), the delete is re-planned on the new snapshot, within the commit retry
+        budget; rows another writer adds that were not there when the delete read are kept."""
+        session = self._write_session()
+        budget = RetryBudget(self._store.options)
+        while True:
+            started = time.monotonic()
+            snapshot_id = self._store.snapshots.latest_id()
+            rows = self.read(filter=filter, snapshot_id=snapshot_id) if snapshot_id is not None else None
+            if rows is None or rows.num_rows == 0:
+                return DeleteResult(None, 0)
+            try:
+                session.write(rows.append_column(ROW_KIND_COLUMN, pa.array(["-D"] * rows.num_rows, pa.string())))
+                if self._store.snapshots.latest_id() == snapshot_id:  # so the write is based on what was read
+                    return DeleteResult(session.commit(), rows.num_rows)
+                session.abort()
+            except SequenceConflictError:
+                session.abort()
+            except BaseException:
+                session.abort()
+                session.release()
+                raise
+            if not budget.retry(time.monotonic() - started):
+                raise CommitRetriesExhaustedError(
+                    f"table {self.name!r}: DELETE lost every race with concurrent writers ({budget.describe()}); "
+                    f"nothing was deleted")
+            log.info("table %s: a concurrent commit since the delete read, retry %s", self.name, budget.retries)
 
     def _write_target(self) -> WriteTarget:
         h = self._handle
@@ -305,9 +345,14 @@ class Table:
         return self._store.snapshots.latest_id()
 
     # -- maintenance ---------------------------------------------------------------------------
-    def expire_snapshots(self) -> ExpireResult:
-        """Expire snapshots per `snapshot.num-retained.min/max` and `snapshot.time-retained`."""
-        return expire_snapshots(self._store)
+    def expire_snapshots(self, *, retain_last: int | None = None) -> ExpireResult:
+        """Expire snapshots per `snapshot.num-retained.min/max` and `snapshot.time-retained`; or, with
+        `retain_last`, all but the newest `retain_last` snapshots (at least 1), whatever those options say."""
+        if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int)
+                                        or retain_last < 1):
+            raise TableStoreError(f"table {self.name!r}: retain_last must be an integer of at least 1 (the latest "
+                                  f"snapshot is the table), got {retain_last!r}")
+        return expire_snapshots(self._store, retain_last=retain_last)
 
     def remove_orphan_files(self, older_than: dt.datetime | dt.timedelta | int | None = None) -> list[str]:
         """Delete files no snapshot references, last modified before `older_than` (a datetime, an age as a

@@ -1,0 +1,186 @@
+"""The SQL operations of the `managed` Spark catalog beyond metadata, as actions of the catalog's Python helper
+(`tablestore.spark.catalog_service`, which merges `ACTIONS` into its dispatch table): procedures
+(`CALL managed.system.compact / expire_snapshots / describe_detail`), `DELETE FROM` and the system tables
+`t$snapshots` / `t$files`. Each is a thin call to the Python owner (`tablestore.maintenance`, `Table`), so SQL and
+the CLI report the same numbers and raise the same errors.
+
+Every action takes the request's args ("warehouse", "options": the catalog's `table-storage.*` session options,
+"table": "db.t", and its own) and returns a result for a Spark `LocalScan`:
+    {"schema": "<Spark DDL of the columns>", "rows": [[value, ...], ...]}
+with JSON values by column type: TIMESTAMP as epoch milliseconds, ARRAY as a list, MAP as an object (keys as
+strings, converted to the key type by the JVM).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import catalog
+from tablestore import maintenance
+from tablestore.catalog import Catalog
+from tablestore.errors import TableStoreError
+from tablestore.spark.predicates import row_filter
+from tablestore.table import Table
+
+Action = Callable[[Mapping[str, Any]], Any]
+Columns = Sequence[tuple[str, str]]
+
+
+def _result(columns: Columns, rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
+    return {"schema": ", ".join(f"`{name}` {type_}" for name, type_ in columns), "rows": [list(r) for r in rows]}
+
+
+def _table(args: Mapping[str, Any]) -> Table:
+    name = args.get("table")
+    if not isinstance(name, str) or not name:
+        raise catalog.InvalidIdentifierError(f"give the table as 'database.table', got {name!r}")
+    return Catalog(str(args["warehouse"]), dict(args.get("options") or {})).get_table(name)
+
+
+def _specs(text: object) -> list[dict[str, str]]:
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        raise TableStoreError(f"partitions must be text 'column=value[,column=value...][;...]', got {text!r}")
+    return maintenance.parse_partition_specs([text])
+
+
+def _millis(iso: str | None) -> int | None:
+    return None if iso is None else int(dt.datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def _partition_name(values: Mapping[str, Any]) -> str:
+    """Hive style, as Spark's SHOW PARTITIONS prints them: `dt=2024-01-01/region=eu` (a null value as `null`)."""
+    return "/".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
+
+
+# -- CALL managed.system.compact(table => 'db.t', partitions => 'dt=2024-01-01[;...]', full => true) ---------------
+COMPACT_COLUMNS: Columns = (
+    ("table", "STRING"), ("snapshot_id", "BIGINT"), ("full", "BOOLEAN"), ("partitions", "STRING"),
+    ("files_before", "BIGINT"), ("files_after", "BIGINT"), ("bytes_before", "BIGINT"), ("bytes_after", "BIGINT"),
+    ("max_runs_per_bucket_before", "INT"), ("max_runs_per_bucket_after", "INT"), ("seconds", "DOUBLE"),
+)
+
+
+def compact(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Synchronous compaction, as `tablestore compact` (full by default: every bucket of the selected partitions
+    becomes one sorted run; `full => false` runs the universal compaction picker instead)."""
+    table = _table(args)
+    full = args.get("full")
+    report = maintenance.compact(table, full=True if full is None else bool(full), partitions=_specs(args.get(
+        "partitions")))
+    b, a = report["before"], report["after"]
+    return _result(COMPACT_COLUMNS, [[
+        report["table"], report["snapshot_id"], report["full"], args.get("partitions"), b["files"], a["files"],
+        b["bytes"], a["bytes"], b["max_runs_per_bucket"], a["max_runs_per_bucket"], report["seconds"],
+    ]])
+
+
+# -- CALL managed.system.expire_snapshots(table => 'db.t', retain_last => 5) -------------------------------------
+EXPIRE_COLUMNS: Columns = (("expired_snapshots", "BIGINT"), ("deleted_files", "BIGINT"),
+                           ("expired_ids", "ARRAY<BIGINT>"))
+
+
+def expire_snapshots(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Without `retain_last`: per the table's retention options, as `tablestore expire`."""
+    retain_last = args.get("retain_last")
+    result = _table(args).expire_snapshots(retain_last=None if retain_last is None else int(retain_last))
+    return _result(EXPIRE_COLUMNS, [[len(result.expired_snapshots), result.deleted_files,
+                                     list(result.expired_snapshots)]])
+
+
+# -- DESCRIBE DETAIL managed.db.t [PARTITION (...)] ----------------------------------------------------------------
+DETAIL_COLUMNS: Columns = (
+    ("name", "STRING"), ("path", "STRING"), ("file_format", "STRING"), ("bucket", "INT"),
+    ("primary_key", "ARRAY<STRING>"), ("partition_by", "ARRAY<STRING>"), ("log_system", "STRING"),
+    ("log_topic", "STRING"), ("log_bootstrap_servers", "STRING"), ("log", "MAP<STRING, STRING>"),
+    ("options", "MAP<STRING, STRING>"), ("latest_snapshot_id", "BIGINT"), ("snapshot_count", "BIGINT"),
+    ("record_count", "BIGINT"), ("num_files", "BIGINT"), ("total_file_size", "BIGINT"),
+    ("files_per_level", "MAP<INT, BIGINT>"), ("num_partitions", "BIGINT"), ("compacted", "BOOLEAN"),
+    ("last_modified", "TIMESTAMP"),
+)
+PARTITION_DETAIL_COLUMNS: Columns = (
+    ("name", "STRING"), ("partition", "STRING"), ("num_files", "BIGINT"), ("total_file_size", "BIGINT"),
+    ("record_count", "BIGINT"), ("sorted_runs", "MAP<INT, INT>"), ("compacted", "BOOLEAN"),
+    ("last_modified", "TIMESTAMP"),
+)
+
+
+def describe_detail(args: Mapping[str, Any]) -> dict[str, Any]:
+    """FLIP-188's DESCRIBE DETAIL (the fields of `tablestore describe`): one row for the table, or with
+    `partition` ('column=value[,...]', as PARTITION (...) gives it) one row per partition it selects."""
+    table = _table(args)
+    specs = _specs(args.get("partition"))
+    if specs:
+        return _result(PARTITION_DETAIL_COLUMNS, [[
+            table.name, _partition_name(p["partition"]), p["file_count"], p["total_file_size"], p["record_count"],
+            p["sorted_runs"], p["compacted"], _millis(p["last_modified"]),
+        ] for p in maintenance.partition_details(table, specs)])
+    d: dict[str, Any] = table.describe()
+    log, snap, parts = d["log"], d["latest_snapshot"], d["partitions"]
+    return _result(DETAIL_COLUMNS, [[
+        d["name"], d["path"], d["file_format"], d["bucket"], d["primary_key"], d["partition_by"], log["system"],
+        log.get("topic"), log.get("bootstrap"), log, {k: str(v) for k, v in d["options"].items()},
+        None if snap is None else snap["id"], d["snapshot_count"], 0 if snap is None else snap["total_record_count"],
+        d["file_count"], d["total_file_size"], d["files_per_level"], len(parts), all(p["compacted"] for p in parts),
+        None if snap is None else snap["time_millis"],
+    ]])
+
+
+# -- DELETE FROM managed.db.t WHERE ... --------------------------------------------------------------------------
+DELETE_COLUMNS: Columns = (("snapshot_id", "BIGINT"), ("deleted_rows", "BIGINT"))
+
+
+def delete_where(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Delete the rows the predicate (JSON, see tablestore.spark.predicates) selects, in one commit."""
+    table = _table(args)
+    predicate = args.get("predicate")
+    if isinstance(predicate, str):
+        predicate = json.loads(predicate)
+    result = table.delete(row_filter(predicate, table.schema, table_name=table.name))
+    return _result(DELETE_COLUMNS, [[result.snapshot_id, result.deleted_rows]])
+
+
+# -- SELECT * FROM managed.db.`t$snapshots` / `t$files` ----------------------------------------------------------
+SNAPSHOTS_COLUMNS: Columns = (
+    ("snapshot_id", "BIGINT"), ("kind", "STRING"), ("commit_time", "TIMESTAMP"), ("total_record_count", "BIGINT"),
+    ("delta_record_count", "BIGINT"), ("commit_user", "STRING"), ("commit_identifier", "BIGINT"),
+    ("schema_id", "BIGINT"), ("log_offsets", "MAP<INT, BIGINT>"),
+)
+FILES_COLUMNS: Columns = (
+    ("partition", "STRING"), ("bucket", "INT"), ("level", "INT"), ("file_name", "STRING"), ("record_count", "BIGINT"),
+    ("file_size", "BIGINT"), ("min_sequence_number", "BIGINT"), ("max_sequence_number", "BIGINT"),
+)
+SYSTEM_TABLES = ("snapshots", "files")
+
+
+def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The rows of `table$name` for name in SYSTEM_TABLES (with `schema_only`: no rows, for planning)."""
+    name = args.get("name")
+    if name not in SYSTEM_TABLES:
+        raise catalog.TableNotFoundError(
+            f"table {args.get('table')}${name} not found: the system tables are "
+            f"{', '.join('$' + n for n in SYSTEM_TABLES)}")
+    columns = SNAPSHOTS_COLUMNS if name == "snapshots" else FILES_COLUMNS
+    table = _table(args)
+    if args.get("schema_only"):
+        return _result(columns, [])
+    if name == "snapshots":
+        return _result(columns, [[
+            s.id, s.kind, s.time_millis, s.total_record_count, s.delta_record_count, s.commit_user,
+            s.commit_identifier, s.schema_id, dict(s.log_offsets),
+        ] for s in table.snapshots()])
+    return _result(columns, [[
+        _partition_name(f["partition"]), f["bucket"], f["level"], f["file"],  # type: ignore[arg-type]
+        f["row_count"], f["file_size"], f["min_sequence_number"], f["max_sequence_number"],
+    ] for f in table.files()])
+
+
+ACTIONS: dict[str, Action] = {
+    "compact": compact,
+    "expire_snapshots": expire_snapshots,
+    "describe_detail": describe_detail,
+    "delete_where": delete_where,
+    "system_table": system_table,
+}
