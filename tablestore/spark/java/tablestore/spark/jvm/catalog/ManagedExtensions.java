@@ -1,0 +1,35 @@
+package tablestore.spark.jvm.catalog;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+
+import scala.runtime.AbstractFunction1;
+import scala.runtime.AbstractFunction2;
+import scala.runtime.BoxedUnit;
+
+/**
+ * {@code spark.sql.extensions} of the managed catalog: SQL syntax beyond Spark's own grammar
+ * ({@code DESCRIBE DETAIL}, {@code ALTER TABLE ... COMPACT}: {@link ManagedParser}), and the analysis error that
+ * explains why UPDATE and MERGE INTO are not supported on managed tables ({@link RowLevelGuard}).
+ */
+public class ManagedExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+    @Override
+    public BoxedUnit apply(SparkSessionExtensions extensions) {
+        extensions.injectParser(new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
+            @Override
+            public ParserInterface apply(SparkSession session, ParserInterface delegate) {
+                return ManagedParser.wrap(session, delegate);
+            }
+        });
+        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new RowLevelGuard();
+            }
+        });
+        return BoxedUnit.UNIT;
+    }
+}
