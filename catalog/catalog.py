@@ -27,7 +27,7 @@ from catalog.errors import (
 )
 from catalog.identifiers import check_name
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
-from catalog.options import BUCKET, TableOptions, session_defaults, validate_table_options
+from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
 from filestore import (
     SYSTEM_COLUMNS, FileIO, FileStore, KeyCodec, KeyCodecError, SchemaManager, TablePaths, TableSchema,
 )
@@ -83,6 +83,12 @@ class Catalog:
         if not self.io.create_exclusive(marker, json.dumps(dict(properties or {})).encode()):
             if not ignore_if_exists:
                 raise DatabaseAlreadyExistsError(f"database {name!r} already exists in {self.warehouse}")
+
+    def database_properties(self, name: str) -> dict[str, str]:
+        marker = f"{self._db_path(name)}/{DATABASE_MARKER}"
+        if not self.io.exists(marker):
+            raise DatabaseNotFoundError(f"database {name!r} does not exist in {self.warehouse}")
+        return {str(k): str(v) for k, v in json.loads(self.io.read_bytes(marker).decode() or "{}").items()}
 
     def list_databases(self) -> list[str]:
         names = []
@@ -146,7 +152,8 @@ class Catalog:
         log_options = log_store_options(TableOptions(stored), table_schema.has_primary_key)
         if log_options is not None:
             check_format_options(identifier, log_options, schema, table_schema.primary_keys)
-        table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored)
+        table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored,
+                                   comment=comment)
         path = self._table_path(db, name)
         if not SchemaManager(self.io, TablePaths(path)).create(table_schema):
             if ignore_if_exists:
@@ -231,6 +238,21 @@ class Catalog:
         log_options = log_store_options(options, schema.has_primary_key)
         log_store = None if log_options is None else LogStore(log_options, schema.arrow_schema, schema.primary_keys)
         return CatalogTable(identifier, path, schema, options, store, log_store)
+
+    def alter_table_options(self, identifier: str, set_options: Mapping[str, str] | None = None,
+                            unset_options: Sequence[str] = ()) -> CatalogTable:
+        """Set and reset table options (only those `options.ALTERABLE` names) by publishing the next schema
+        (exclusive create: a concurrent change makes this one retry on top of it)."""
+        for _ in range(10):
+            table = self.get_table(identifier)
+            changed = alter_options(identifier, table.schema.options, set_options or {}, unset_options)
+            current = table.schema
+            new = TableSchema(current.id + 1, current.arrow_schema, current.primary_keys, current.partition_keys,
+                              changed, comment=current.comment, uuid=current.uuid)
+            if SchemaManager(self.io, TablePaths(table.path)).create(new):
+                log.info("altered options of table %s (schema %d)", identifier, new.id)
+                return self.get_table(identifier)
+        raise InvalidTableError(f"table {identifier!r}: options changed concurrently too often; retry")
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         if not self.table_exists(identifier):

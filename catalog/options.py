@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 from catalog.errors import InvalidOptionError
 from catalog.optiontypes import ConfigOption
@@ -204,6 +204,37 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
 )
+
+
+ALTERABLE: tuple[ConfigOption[Any], ...] = (
+    FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES, COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT,
+    COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
+    SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
+    WRITE_ONLY, CHANGE_TRACKING, SINK_UPSERT_MATERIALIZE, LOG_SCAN, LOG_SCAN_TIMESTAMP,
+    UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
+    UPSERT_MATERIALIZE_TTL,
+)
+"""Options an existing table may change (ALTER TABLE ... SET/UNSET TBLPROPERTIES): they govern how later writes,
+compactions, expirations and readers behave, never how data already written is laid out or found. The others are
+fixed at CREATE TABLE: the bucket count and file format (where rows are), the log system, topic, formats and
+consistency (what the topic holds)."""
+
+
+def alter_options(table: str, current: Mapping[str, str], set_options: Mapping[str, str],
+                  unset_options: Sequence[str]) -> dict[str, str]:
+    """`current` with `set_options` applied and `unset_options` removed (back to their defaults); every key must
+    be declared and in ALTERABLE, every value must parse."""
+    checked = validate_table_options(set_options)
+    for key in [*checked, *unset_options]:
+        if find_option(key) is None:
+            raise _unknown(key, "table")
+        if not any(o.matches(key) for o in ALTERABLE):
+            alterable = ", ".join(sorted(o.key for o in ALTERABLE))
+            raise InvalidOptionError(f"table {table!r}: option {key!r} is fixed when the table is created and cannot "
+                                     f"be changed; options that can change: {alterable}")
+    changed = {k: v for k, v in current.items() if k not in set(unset_options)}
+    changed.update(checked)
+    return changed
 
 
 def find_option(key: str) -> ConfigOption[Any] | None:

@@ -26,6 +26,9 @@ from pathlib import Path
 from tablestore.errors import TableStoreError
 
 SOURCES = Path(__file__).resolve().parent / "java"
+VERSIONED_SOURCES = Path(__file__).resolve().parent / "java_versions"
+"""`spark-<major>.<minor>/`: the classes that touch Spark internals which change between releases (the Python data
+source bridge of the SQL catalog). The build takes the folder of the newest version at or below the installed one."""
 MAIN_CLASS = "tablestore.spark.jvm.UpsertMaterialize"
 
 
@@ -56,13 +59,31 @@ def _javac() -> str:
                         "(install a JDK 17+, e.g. the openjdk-17-jdk-headless package)")
 
 
+def _minor(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def versioned_sources(version: str) -> Path:
+    """The version folder for PySpark `version` (see VERSIONED_SOURCES)."""
+    folders = {_minor(p.name[len("spark-"):]): p for p in VERSIONED_SOURCES.glob("spark-*") if p.is_dir()}
+    fitting = [v for v in folders if v <= _minor(version)]
+    if not fitting:
+        supported = ", ".join(f"{a}.{b}" for a, b in sorted(folders))
+        raise SparkJarError(f"PySpark {version} is older than every Spark version the tablestore jar supports "
+                            f"(sources for: {supported})")
+    return folders[max(fitting)]
+
+
 def jar_path() -> Path:
     """The jar for the installed PySpark, built now if not cached."""
     version, spark_jars = _pyspark()
-    sources = sorted(SOURCES.rglob("*.java"))
+    versioned = versioned_sources(version)
+    sources = sorted(SOURCES.rglob("*.java")) + sorted(versioned.rglob("*.java"))
     digest = hashlib.sha256(version.encode())
     for source in sources:
-        digest.update(source.relative_to(SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+        root = SOURCES if SOURCES in source.parents else VERSIONED_SOURCES
+        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
     target = cache_dir() / f"tablestore-spark-{version}-{digest.hexdigest()[:16]}.jar"
     if target.exists():
         return target

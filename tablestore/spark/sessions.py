@@ -1,7 +1,8 @@
 """SparkSessions configured the way tablestore's Spark integration needs them. Creating one is explicit: importing
 tablestore.spark never starts Spark.
 
-- `session(warehouse=..., master=None, **conf)`: the session of the `managed` data source (the jar, Python filter
+- `session(warehouse=..., master=None, **conf)`: the session of the `managed` data source and the `managed` SQL
+  catalog (the jar, the catalog `spark.sql.catalog.managed` with its warehouse, the SQL extension, Python filter
   pushdown on, the RocksDB state store, the warehouse the data source reads and writes by default).
 - `local_session(...)`: a local session for the materializer operator (kept for existing callers).
 
@@ -24,7 +25,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-WAREHOUSE_CONF = "spark.sql.catalog.managed.warehouse"
+CATALOG_NAME = "managed"
+CATALOG_CLASS = "tablestore.spark.jvm.catalog.ManagedCatalog"
+EXTENSIONS_CLASS = "tablestore.spark.jvm.catalog.ManagedExtensions"
+CATALOG_CONF = f"spark.sql.catalog.{CATALOG_NAME}"
+EXTENSIONS_CONF = "spark.sql.extensions"
+WAREHOUSE_CONF = f"{CATALOG_CONF}.warehouse"
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
 """The Python data source runs in Python workers that cannot read the session's conf: the default warehouse
 reaches them through this environment variable (of the driver, inherited by the JVM and its workers, and set on
@@ -70,6 +76,8 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
         settings[WAREHOUSE_CONF] = warehouse
         settings[f"spark.executorEnv.{WAREHOUSE_ENV}"] = warehouse
     settings.update({k: str(v) for k, v in conf.items()})
+    settings.setdefault(CATALOG_CONF, CATALOG_CLASS)
+    settings[EXTENSIONS_CONF] = with_extension(settings.get(EXTENSIONS_CONF))
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
     settings["spark.jars"] = ",".join([str(jar_path()), *jars])
     builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
@@ -78,6 +86,12 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     spark = builder.getOrCreate()
     _ensure_registered(spark)
     return spark
+
+
+def with_extension(extensions: str | None) -> str:
+    """`spark.sql.extensions` with the managed catalog's extension added (others, e.g. Delta's, are kept)."""
+    listed = [e.strip() for e in (extensions or "").split(",") if e.strip()]
+    return ",".join(listed if EXTENSIONS_CLASS in listed else [*listed, EXTENSIONS_CLASS])
 
 
 def _ensure_registered(spark: "SparkSession") -> None:

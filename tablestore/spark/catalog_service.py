@@ -1,0 +1,140 @@
+"""The Python half of the `managed` Spark SQL catalog (the JVM class `tablestore.spark.jvm.catalog.ManagedCatalog`):
+a long-lived helper process per JVM, `python -m tablestore.spark.catalog_service`, speaking JSON lines.
+
+    request   {"id": n, "action": "<name>", "args": {...}}
+    response  {"id": n, "ok": true, "result": ...}
+              {"id": n, "ok": false, "error": {"type": "TableNotFoundError", "message": "..."}}
+
+Every request's args carry "warehouse" and "options" (the catalog's `table-storage.*` session options, read from
+the Spark session's conf at each call). The JVM is an adapter: every rule (identifiers, primary key and
+partitioning, option names, types and ranges, which options may change) is the Python catalog's, so SQL users get
+the same messages as callers of `Catalog.create_table`. The actions that are not catalog metadata (procedures,
+DESCRIBE DETAIL, ...) come from `tablestore.spark.sql_actions` when that module exists.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from typing import IO, Any, Callable, Mapping
+
+import pyarrow as pa
+
+import catalog
+from tablestore.spark.sql_tables import (
+    create_table, drop_table, load_table, alter_table, table_catalog,
+)
+
+log = logging.getLogger(__name__)
+
+Action = Callable[[Mapping[str, Any]], Any]
+
+
+def _namespace(args: Mapping[str, Any]) -> str:
+    parts = list(args.get("namespace") or [])
+    if len(parts) != 1:
+        raise catalog.InvalidIdentifierError(
+            f"namespace {'.'.join(parts)!r} must be one database name (managed tables are 'database.table')")
+    return str(parts[0])
+
+
+def list_namespaces(args: Mapping[str, Any]) -> list[str]:
+    if args.get("namespace"):
+        _namespace(args)
+        return []   # databases have no child namespaces
+    return table_catalog(args).list_databases()
+
+
+def namespace_exists(args: Mapping[str, Any]) -> bool:
+    parts = list(args.get("namespace") or [])
+    return len(parts) == 1 and table_catalog(args).database_exists(str(parts[0]))
+
+
+def load_namespace(args: Mapping[str, Any]) -> dict[str, str]:
+    return table_catalog(args).database_properties(_namespace(args))
+
+
+def create_namespace(args: Mapping[str, Any]) -> None:
+    table_catalog(args).create_database(_namespace(args), properties=dict(args.get("properties") or {}))
+
+
+def drop_namespace(args: Mapping[str, Any]) -> bool:
+    cat = table_catalog(args)
+    name = _namespace(args)
+    if not cat.database_exists(name):
+        return False
+    cat.drop_database(name, cascade=bool(args.get("cascade")))
+    return True
+
+
+def list_tables(args: Mapping[str, Any]) -> list[str]:
+    return table_catalog(args).list_tables(_namespace(args))
+
+
+CATALOG_ACTIONS: dict[str, Action] = {
+    "list_namespaces": list_namespaces,
+    "namespace_exists": namespace_exists,
+    "load_namespace": load_namespace,
+    "create_namespace": create_namespace,
+    "drop_namespace": drop_namespace,
+    "list_tables": list_tables,
+    "create_table": create_table,
+    "load_table": load_table,
+    "drop_table": drop_table,
+    "alter_table": alter_table,
+    "ping": lambda args: "pong",
+}
+
+
+def actions() -> dict[str, Action]:
+    found = dict(CATALOG_ACTIONS)
+    try:
+        from tablestore.spark.sql_actions import ACTIONS   # the SQL operations beyond metadata (procedures, ...)
+    except ImportError:
+        return found
+    found.update(ACTIONS)
+    return found
+
+
+def handle(request: Mapping[str, Any], table: Mapping[str, Action]) -> dict[str, Any]:
+    """One request -> its response; every error becomes a typed error response, never a crash."""
+    ident = request.get("id")
+    try:
+        action = table.get(str(request.get("action")))
+        if action is None:
+            raise KeyError(f"unknown catalog action {request.get('action')!r}; known: {', '.join(sorted(table))}")
+        return {"id": ident, "ok": True, "result": action(request.get("args") or {})}
+    except Exception as e:   # the JVM turns it into a Spark error with this message, verbatim
+        log.debug("action %s failed:\n%s", request.get("action"), traceback.format_exc())
+        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        return {"id": ident, "ok": False, "error": {"type": type(e).__name__, "message": message}}
+
+
+def serve(stdin: IO[str], stdout: IO[str]) -> None:
+    table = actions()
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as e:
+            response: dict[str, Any] = {"id": None, "ok": False,
+                                        "error": {"type": "ProtocolError", "message": f"not JSON: {e}"}}
+        else:
+            response = handle(request, table)
+        stdout.write(json.dumps(response, default=str) + "\n")
+        stdout.flush()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # the protocol owns stdout: anything else printed there would break it
+    protocol = sys.stdout
+    sys.stdout = sys.stderr
+    pa.set_cpu_count(1)   # a metadata helper beside a Spark driver: one thread is plenty
+    serve(sys.stdin, protocol)
+
+
+if __name__ == "__main__":
+    main()

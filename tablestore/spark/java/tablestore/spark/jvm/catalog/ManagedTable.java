@@ -1,0 +1,144 @@
+package tablestore.spark.jvm.catalog;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.catalog.constraints.Constraint;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A managed table as Spark sees it: its metadata (loaded from the Python catalog service), and scans and writes
+ * handed to the Python data source {@code managed} with the table's identity injected into the options
+ * ({@code table}, {@code warehouse}, the catalog's {@code table-storage.*} options, the time-travel snapshot).
+ */
+public class ManagedTable implements SupportsRead, SupportsWrite {
+    private final ManagedCatalog catalog;
+    private final Identifier ident;
+    private final StructType schema;
+    private final List<String> partitionKeys = new ArrayList<>();
+    private final List<String> primaryKey = new ArrayList<>();
+    private final Map<String, String> properties = new LinkedHashMap<>();
+    private final Map<String, String> identity = new HashMap<>();
+    private final Long snapshotId;
+
+    ManagedTable(ManagedCatalog catalog, Identifier ident, JsonNode meta, Map<String, String> readOptions) {
+        this.catalog = catalog;
+        this.ident = ident;
+        this.schema = (StructType) DataType.fromJson(meta.get("schema").asText());
+        meta.path("partition_keys").forEach(n -> partitionKeys.add(n.asText()));
+        meta.path("primary_key").forEach(n -> primaryKey.add(n.asText()));
+        meta.path("options").fields().forEachRemaining(e -> properties.put(e.getKey(), e.getValue().asText()));
+        properties.put(TableCatalog.PROP_PROVIDER, PythonSourceBridge.SHORT_NAME);
+        if (meta.hasNonNull("comment")) {
+            properties.put(TableCatalog.PROP_COMMENT, meta.get("comment").asText());
+        }
+        this.snapshotId = meta.hasNonNull("snapshot_id") ? meta.get("snapshot_id").asLong() : null;
+        identity.put("table", String.join(".", ManagedCatalog.tableName(ident)));
+        identity.put("warehouse", catalog.warehouse());
+        identity.putAll(catalog.sessionOptions());
+        identity.putAll(readOptions);
+    }
+
+    ManagedCatalog catalog() {
+        return catalog;
+    }
+
+    Identifier identifier() {
+        return ident;
+    }
+
+    List<String> partitionKeys() {
+        return partitionKeys;
+    }
+
+    List<String> primaryKey() {
+        return primaryKey;
+    }
+
+    @Override
+    public String name() {
+        return catalog.name() + "." + ident;
+    }
+
+    @Override
+    @SuppressWarnings("deprecation")
+    public StructType schema() {
+        return schema;
+    }
+
+    @Override
+    public Transform[] partitioning() {
+        Transform[] out = new Transform[partitionKeys.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = Expressions.identity(partitionKeys.get(i));
+        }
+        return out;
+    }
+
+    @Override
+    public Map<String, String> properties() {
+        return properties;
+    }
+
+    @Override
+    public Constraint[] constraints() {
+        if (primaryKey.isEmpty()) {
+            return new Constraint[0];
+        }
+        NamedReference[] refs = new NamedReference[primaryKey.size()];
+        for (int i = 0; i < refs.length; i++) {
+            refs[i] = Expressions.column(primaryKey.get(i));
+        }
+        return new Constraint[] {Constraint.primaryKey(ident.name() + "_pk", refs).enforced(false).rely(false).build()};
+    }
+
+    /** The snapshot this table object was loaded at (null: empty table). */
+    @Override
+    public String version() {
+        return snapshotId == null ? null : snapshotId.toString();
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+        return Set.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.MICRO_BATCH_READ,
+            TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE, TableCapability.OVERWRITE_BY_FILTER,
+            TableCapability.OVERWRITE_DYNAMIC);
+    }
+
+    /** The options of a Python scan or write: the caller's, then the table's identity (which wins). */
+    CaseInsensitiveStringMap injected(Map<String, String> callerOptions, Map<String, String> extra) {
+        Map<String, String> out = new HashMap<>(callerOptions);
+        out.putAll(identity);
+        out.putAll(extra);
+        return new CaseInsensitiveStringMap(out);
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        return PythonSourceBridge.scanBuilder(schema, partitioning(), injected(options.asCaseSensitiveMap(), Map.of()));
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        return new ManagedWriteBuilder(this, info);
+    }
+}

@@ -1,0 +1,189 @@
+package tablestore.spark.jvm.catalog;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import org.apache.spark.sql.connector.distributions.Distribution;
+import org.apache.spark.sql.connector.distributions.Distributions;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.SortOrder;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
+import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
+import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
+ * overwrite mode and hands it to Python as options when the write is built: {@code overwrite-mode} =
+ * {@code static} (truncate), {@code dynamic} (the partitions written), or {@code filter} with
+ * {@code overwrite-predicate} (JSON, {@link PredicateJson}: the partitions matching it).
+ *
+ * <p>The write asks Spark for one writer per key: rows clustered by the partition columns and primary key.
+ */
+final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
+    private final ManagedTable table;
+    private final LogicalWriteInfo info;
+    private String mode = null;
+    private String predicate = null;
+
+    ManagedWriteBuilder(ManagedTable table, LogicalWriteInfo info) {
+        this.table = table;
+        this.info = info;
+    }
+
+    @Override
+    public WriteBuilder truncate() {
+        mode = "static";
+        return this;
+    }
+
+    @Override
+    public WriteBuilder overwrite(Predicate[] predicates) {
+        if (predicates.length == 1 && "ALWAYS_TRUE".equals(predicates[0].name())) {
+            return truncate();
+        }
+        mode = "filter";
+        predicate = PredicateJson.toJson(predicates);
+        return this;
+    }
+
+    @Override
+    public WriteBuilder overwriteDynamicPartitions() {
+        mode = "dynamic";
+        return this;
+    }
+
+    @Override
+    public Write build() {
+        Map<String, String> extra = new HashMap<>();
+        if (mode != null) {
+            extra.put("overwrite-mode", mode);
+        }
+        if (predicate != null) {
+            extra.put("overwrite-predicate", predicate);
+        }
+        CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
+        WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
+            new Info(info, options));
+        if (mode != null) {
+            python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
+        }
+        return new ClusteredWrite(python.build(), clustering(), mode, table.name());
+    }
+
+    /** Partition columns, then primary-key columns: all rows of a key meet in one writer task. */
+    private Expression[] clustering() {
+        java.util.LinkedHashSet<String> columns = new java.util.LinkedHashSet<>(table.partitionKeys());
+        columns.addAll(table.primaryKey());
+        // the bucket function's JVM twin plugs in here: cluster by bucket(partition, key) instead of the columns
+        return columns.stream().map(Expressions::column).toArray(Expression[]::new);
+    }
+
+    /** LogicalWriteInfo with the injected options. */
+    private static final class Info implements LogicalWriteInfo {
+        private final LogicalWriteInfo base;
+        private final CaseInsensitiveStringMap options;
+
+        Info(LogicalWriteInfo base, CaseInsensitiveStringMap options) {
+            this.base = base;
+            this.options = options;
+        }
+
+        @Override
+        public CaseInsensitiveStringMap options() {
+            return options;
+        }
+
+        @Override
+        public String queryId() {
+            return base.queryId();
+        }
+
+        @Override
+        public StructType schema() {
+            return base.schema();
+        }
+
+        @Override
+        public Optional<StructType> rowIdSchema() {
+            return base.rowIdSchema();
+        }
+
+        @Override
+        public Optional<StructType> metadataSchema() {
+            return base.metadataSchema();
+        }
+    }
+
+    /** The Python write, with the distribution Spark must give it. */
+    private static final class ClusteredWrite implements RequiresDistributionAndOrdering {
+        private final Write python;
+        private final Expression[] clustering;
+        private final String mode;
+        private final String table;
+
+        ClusteredWrite(Write python, Expression[] clustering, String mode, String table) {
+            this.python = python;
+            this.clustering = clustering;
+            this.mode = mode;
+            this.table = table;
+        }
+
+        @Override
+        public Distribution requiredDistribution() {
+            return clustering.length == 0 ? Distributions.unspecified() : Distributions.clustered(clustering);
+        }
+
+        @Override
+        public boolean distributionStrictlyRequired() {
+            return false;   // Spark may coalesce small inputs (AQE): correctness never depends on it
+        }
+
+        @Override
+        public SortOrder[] requiredOrdering() {
+            return new SortOrder[0];
+        }
+
+        @Override
+        public String description() {
+            return python.description();
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+            return python.toBatch();
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+            if (mode != null) {
+                throw Errors.unchecked(new PythonServiceException("SparkWriteError", "table " + table
+                    + ": a streaming write appends; overwriting (INSERT OVERWRITE, output mode complete) on an "
+                    + "unbounded stream is not supported"));
+            }
+            return python.toStreaming();
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return python.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return python.reportDriverMetrics();
+        }
+    }
+}

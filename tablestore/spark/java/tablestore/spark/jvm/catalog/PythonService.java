@@ -1,0 +1,159 @@
+package tablestore.spark.jvm.catalog;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import org.apache.spark.sql.internal.SQLConf;
+
+/**
+ * The long-lived Python helper of this JVM ({@code python -m tablestore.spark.catalog_service}), started on the
+ * first call and again when it died, speaking JSON lines: request {@code {"id", "action", "args"}}, response
+ * {@code {"id", "ok", "result"}} or {@code {"id", "ok": false, "error": {"type", "message"}}}. One request at a
+ * time (calls are serialised); every rule lives on the Python side.
+ *
+ * <p>The interpreter: {@code spark.pyspark.python}, else {@code PYSPARK_PYTHON}, else {@code python3}.
+ */
+public final class PythonService {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final PythonService INSTANCE = new PythonService();
+
+    private Process process;
+    private BufferedWriter toPython;
+    private BufferedReader fromPython;
+    private File stderr;
+    private long nextId = 1;
+
+    private PythonService() {
+    }
+
+    public static PythonService get() {
+        return INSTANCE;
+    }
+
+    /** Runs {@code action} with {@code args}; its result, or PythonServiceException with Python's message. */
+    public static JsonNode call(String action, Map<String, Object> args) {
+        return INSTANCE.request(action, args);
+    }
+
+    public synchronized JsonNode request(String action, Map<String, Object> args) {
+        Map<String, Object> request = new LinkedHashMap<>();
+        long id = nextId++;
+        request.put("id", id);
+        request.put("action", action);
+        request.put("args", args);
+        String line;
+        try {
+            line = JSON.writeValueAsString(request);
+        } catch (IOException e) {
+            throw new PythonServiceException("ProtocolError", "cannot encode the request of " + action + ": " + e);
+        }
+        String answer = exchange(line, true);
+        JsonNode response;
+        try {
+            response = JSON.readTree(answer);
+        } catch (IOException e) {
+            throw new PythonServiceException("ProtocolError", "the catalog service answered something that is not "
+                + "JSON: " + answer);
+        }
+        if (response.path("ok").asBoolean(false)) {
+            return response.get("result");
+        }
+        JsonNode error = response.path("error");
+        throw new PythonServiceException(error.path("type").asText("Error"), error.path("message").asText(answer));
+    }
+
+    private String exchange(String line, boolean retry) {
+        try {
+            ensureStarted();
+            toPython.write(line);
+            toPython.write('\n');
+            toPython.flush();
+            String answer = fromPython.readLine();
+            if (answer == null) {
+                throw new IOException("the catalog service exited");
+            }
+            return answer;
+        } catch (IOException e) {
+            String tail = stderrTail();
+            stop();
+            if (retry) {
+                return exchange(line, false);   // it died (or was never healthy): one fresh process
+            }
+            throw new PythonServiceException("CatalogServiceError", "the Python catalog service ("
+                + String.join(" ", command()) + ") failed: " + e.getMessage() + (tail.isEmpty() ? "" : "\n" + tail));
+        }
+    }
+
+    private void ensureStarted() throws IOException {
+        if (process != null && process.isAlive()) {
+            return;
+        }
+        stop();
+        stderr = File.createTempFile("tablestore-catalog-service-", ".log");
+        stderr.deleteOnExit();
+        ProcessBuilder builder = new ProcessBuilder(command());
+        builder.redirectError(ProcessBuilder.Redirect.to(stderr));
+        process = builder.start();
+        toPython = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
+        fromPython = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+    }
+
+    private static List<String> command() {
+        String python = null;
+        try {
+            python = SQLConf.get().getConfString("spark.pyspark.python", null);
+        } catch (RuntimeException ignored) {
+            // no session: the environment decides
+        }
+        if (python == null || python.isEmpty()) {
+            python = System.getenv("PYSPARK_PYTHON");
+        }
+        if (python == null || python.isEmpty()) {
+            python = "python3";
+        }
+        return List.of(python, "-m", "tablestore.spark.catalog_service");
+    }
+
+    private String stderrTail() {
+        if (stderr == null || !stderr.exists()) {
+            return "";
+        }
+        try {
+            List<String> lines = Files.readAllLines(stderr.toPath(), StandardCharsets.UTF_8);
+            return String.join("\n", lines.subList(Math.max(0, lines.size() - 20), lines.size()));
+        } catch (IOException e) {
+            return "";
+        }
+    }
+
+    private void stop() {
+        if (process != null) {
+            process.destroy();
+        }
+        process = null;
+        toPython = null;
+        fromPython = null;
+    }
+
+    /** A JSON object node, for callers that build nested args. */
+    public static ObjectNode object() {
+        return JSON.createObjectNode();
+    }
+
+    public static ObjectMapper mapper() {
+        return JSON;
+    }
+}

@@ -1,0 +1,158 @@
+"""Table metadata actions of the `managed` Spark SQL catalog (served by tablestore.spark.catalog_service).
+
+What Spark hands a catalog (a StructType as JSON, identity partition columns, constraints, and properties mixing
+Spark's reserved ones, OPTIONS twice, and table options) becomes one `catalog.Catalog.create_table` call, so every
+rule and message is the catalog's. Column comments are kept as Arrow field metadata (`comment`), the table comment
+in the table's schema file; both come back to Spark on load.
+
+Properties Spark reserves: `provider` (absent or `managed`), `owner` (ignored), `comment` (the table comment),
+`location` / `external` (rejected: managed tables live in the warehouse), `option.<k>` (OPTIONS (...), which Spark
+also passes as `<k>`). `primary-key` = 'a,b' is the property form of PRIMARY KEY (a, b) NOT ENFORCED.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+import catalog
+from tablestore.errors import TableStoreError
+
+PRIMARY_KEY_PROPERTY = "primary-key"
+COMMENT_KEY = b"comment"
+_IGNORED = ("owner", "is_managed_location", "table_type", "collation")
+_REJECTED = ("location", "external")
+
+
+class SqlTableError(TableStoreError):
+    """A CREATE/ALTER TABLE asks for something a managed table does not have; names the table."""
+
+
+def table_catalog(args: Mapping[str, Any]) -> catalog.Catalog:
+    warehouse = args.get("warehouse")
+    if not warehouse:
+        raise SqlTableError("the managed catalog has no warehouse: set spark.sql.catalog.<name>.warehouse")
+    return catalog.Catalog(str(warehouse), dict(args.get("options") or {}))
+
+
+def identifier(args: Mapping[str, Any]) -> str:
+    parts = [str(p) for p in args.get("table") or []]
+    if len(parts) != 2:
+        raise catalog.InvalidIdentifierError(f"table identifier {'.'.join(parts)!r} must be 'database.table'")
+    return f"{parts[0]}.{parts[1]}"
+
+
+def arrow_schema(spark_json: str) -> pa.Schema:
+    """The Arrow schema of a Spark StructType (its JSON), column comments kept as field metadata."""
+    from pyspark.sql.types import StructType
+
+    from tablestore.spark.types import read_schema
+
+    struct = StructType.fromJson(json.loads(spark_json))
+    converted = read_schema(struct)
+    fields = []
+    for spark_field, field in zip(struct.fields, converted):
+        comment = (spark_field.metadata or {}).get("comment")
+        fields.append(field.with_metadata({COMMENT_KEY: str(comment).encode()}) if comment is not None else field)
+    return pa.schema(fields)
+
+
+def spark_json(schema: pa.Schema) -> str:
+    """The Spark StructType (as JSON) of a table's Arrow schema, with the column comments."""
+    from pyspark.sql.types import StructField, StructType
+
+    from tablestore.spark.types import spark_type
+
+    fields = []
+    for f in schema:
+        comment = (f.metadata or {}).get(COMMENT_KEY)
+        metadata = {"comment": comment.decode()} if comment is not None else {}
+        fields.append(StructField(f.name, spark_type(f.type, f.name), f.nullable, metadata))
+    return StructType(fields).json()
+
+
+def _primary_key(table: str, constraints: Sequence[Mapping[str, Any]], properties: Mapping[str, str]) -> list[str]:
+    declared: list[str] = []
+    for c in constraints:
+        if c.get("kind") != "primary_key":
+            raise SqlTableError(f"table {table!r}: constraint {c.get('ddl') or c.get('name')!r} is not supported; a "
+                                f"managed table has a PRIMARY KEY (...) NOT ENFORCED only")
+        if declared:
+            raise SqlTableError(f"table {table!r}: more than one primary key")
+        declared = [str(col) for col in c.get("columns") or []]
+    prop = properties.get(PRIMARY_KEY_PROPERTY)
+    if prop is not None:
+        from_prop = [p.strip() for p in prop.split(",") if p.strip()]
+        if declared and from_prop != declared:
+            raise SqlTableError(f"table {table!r}: PRIMARY KEY {declared} and TBLPROPERTIES "
+                                f"'{PRIMARY_KEY_PROPERTY}' = {prop!r} disagree; give one of them")
+        declared = declared or from_prop
+    return declared
+
+
+def table_options(table: str, properties: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """(the table options, the table comment) of Spark's CREATE TABLE properties."""
+    provider = properties.get("provider")
+    if provider is not None and provider.lower() != "managed":
+        raise SqlTableError(f"table {table!r}: the managed catalog creates managed tables; USING {provider} is not "
+                            f"supported (leave USING out, or USING managed)")
+    rejected = [k for k in _REJECTED if k in properties]
+    if rejected:
+        raise SqlTableError(f"table {table!r}: {', '.join(rejected).upper()} is not supported: managed tables live "
+                            f"in the catalog's warehouse")
+    options = {}
+    for key, value in properties.items():
+        if key in ("provider", "comment", PRIMARY_KEY_PROPERTY, *_IGNORED) or key.startswith("option."):
+            continue
+        options[key] = value
+    for key, value in properties.items():   # OPTIONS (k v) arrive as `option.k` and as `k`; both mean k
+        if key.startswith("option."):
+            options.setdefault(key[len("option."):], value)
+    return options, properties.get("comment")
+
+
+def create_table(args: Mapping[str, Any]) -> dict[str, Any]:
+    table = identifier(args)
+    properties = {str(k): str(v) for k, v in dict(args.get("properties") or {}).items()}
+    options, comment = table_options(table, properties)
+    schema = arrow_schema(str(args["schema"]))
+    primary_key = _primary_key(table, list(args.get("constraints") or []), properties)
+    partition_by = [str(p) for p in args.get("partition_keys") or []]
+    table_catalog(args).create_table(table, schema, primary_key, partition_by, options, comment=comment)
+    return load_table(args)
+
+
+def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
+    handle = table_catalog(args).get_table(identifier(args))
+    schema = handle.schema
+    return {
+        "schema": spark_json(schema.arrow_schema),
+        "partition_keys": list(schema.partition_keys),
+        "primary_key": list(schema.primary_keys),
+        "options": dict(sorted(schema.options.items())),
+        "comment": schema.comment,
+        "bucket": handle.options.bucket,
+        "snapshot_id": handle.store.snapshots.latest_id(),
+    }
+
+
+def drop_table(args: Mapping[str, Any]) -> bool:
+    """Removes the table's files and its Kafka topic (catalog.Catalog.drop_table); False when there was none."""
+    cat = table_catalog(args)
+    table = identifier(args)
+    if not cat.table_exists(table):
+        return False
+    cat.drop_table(table)
+    return True
+
+
+def alter_table(args: Mapping[str, Any]) -> dict[str, Any]:
+    """SET / UNSET TBLPROPERTIES: the options `catalog.options.ALTERABLE` names; the comment."""
+    table = identifier(args)
+    set_options = {str(k): str(v) for k, v in dict(args.get("set") or {}).items()}
+    unset = [str(k) for k in args.get("unset") or []]
+    if "comment" in set_options or "comment" in unset:
+        raise SqlTableError(f"table {table!r}: the table comment is fixed when the table is created")
+    table_catalog(args).alter_table_options(table, set_options, unset)
+    return load_table(args)
