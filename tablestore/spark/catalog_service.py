@@ -9,7 +9,7 @@ Every request's args carry "warehouse" and "options" (the catalog's `table-stora
 the Spark session's conf at each call). The JVM is an adapter: every rule (identifiers, primary key and
 partitioning, option names, types and ranges, which options may change) is the Python catalog's, so SQL users get
 the same messages as callers of `Catalog.create_table`. The actions that are not catalog metadata (procedures,
-DESCRIBE DETAIL, ...) come from `tablestore.spark.sql_actions` when that module exists.
+DESCRIBE DETAIL, DELETE, system tables) come from `tablestore.spark.sql_actions`.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import IO, Any, Callable, Mapping
 import pyarrow as pa
 
 import catalog
+from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
 from tablestore.spark.sql_tables import (
     create_table, drop_table, load_table, alter_table, table_catalog,
 )
@@ -88,13 +89,8 @@ CATALOG_ACTIONS: dict[str, Action] = {
 
 
 def actions() -> dict[str, Action]:
-    found = dict(CATALOG_ACTIONS)
-    try:
-        from tablestore.spark.sql_actions import ACTIONS   # the SQL operations beyond metadata (procedures, ...)
-    except ImportError:
-        return found
-    found.update(ACTIONS)
-    return found
+    """The catalog's metadata actions and the SQL operations beyond them (procedures, DELETE, system tables)."""
+    return {**CATALOG_ACTIONS, **SQL_ACTIONS}
 
 
 def handle(request: Mapping[str, Any], table: Mapping[str, Action]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import catalog
 from tablestore import maintenance
 from tablestore.catalog import Catalog
 from tablestore.errors import TableStoreError
-from tablestore.spark.predicates import row_filter
+from tablestore.spark import predicates
 from tablestore.table import Table
 
 Action = Callable[[Mapping[str, Any]], Any]
@@ -31,11 +31,19 @@ def _result(columns: Columns, rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
     return {"schema": ", ".join(f"`{name}` {type_}" for name, type_ in columns), "rows": [list(r) for r in rows]}
 
 
-def _table(args: Mapping[str, Any]) -> Table:
+def _name(args: Mapping[str, Any]) -> str:
+    """args["table"]: 'database.table' (as users write it in a CALL) or its parts (as the JVM sends an
+    identifier)."""
     name = args.get("table")
+    if isinstance(name, (list, tuple)):
+        name = ".".join(str(p) for p in name)
     if not isinstance(name, str) or not name:
         raise catalog.InvalidIdentifierError(f"give the table as 'database.table', got {name!r}")
-    return Catalog(str(args["warehouse"]), dict(args.get("options") or {})).get_table(name)
+    return name
+
+
+def _table(args: Mapping[str, Any]) -> Table:
+    return Catalog(str(args["warehouse"]), dict(args.get("options") or {})).get_table(_name(args))
 
 
 def _specs(text: object) -> list[dict[str, str]]:
@@ -133,12 +141,11 @@ DELETE_COLUMNS: Columns = (("snapshot_id", "BIGINT"), ("deleted_rows", "BIGINT")
 
 
 def delete_where(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Delete the rows the predicate (JSON, see tablestore.spark.predicates) selects, in one commit."""
+    """Delete the rows the predicates (a JSON list, ANDed: tablestore.spark.predicates) select, in one commit."""
     table = _table(args)
     predicate = args.get("predicate")
-    if isinstance(predicate, str):
-        predicate = json.loads(predicate)
-    result = table.delete(row_filter(predicate, table.schema, table_name=table.name))
+    nodes = predicates.parse(predicate if isinstance(predicate, str) else json.dumps(predicate))
+    result = table.delete(predicates.conjunction(nodes, table.schema))
     return _result(DELETE_COLUMNS, [[result.snapshot_id, result.deleted_rows]])
 
 
@@ -159,8 +166,8 @@ def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
     """The rows of `table$name` for name in SYSTEM_TABLES (with `schema_only`: no rows, for planning)."""
     name = args.get("name")
     if name not in SYSTEM_TABLES:
-        raise catalog.TableNotFoundError(
-            f"table {args.get('table')}${name} not found: the system tables are "
+        raise TableStoreError(   # not TableNotFoundError: Spark would replace this message with its own
+            f"table {_name(args)}${name} is not a system table: the system tables are "
             f"{', '.join('$' + n for n in SYSTEM_TABLES)}")
     columns = SNAPSHOTS_COLUMNS if name == "snapshots" else FILES_COLUMNS
     table = _table(args)

@@ -13,6 +13,7 @@ import pytest
 import tablestore
 from tablestore.spark.sql_actions import ACTIONS
 
+ID_IS_10 = '[{"op": "=", "args": [{"ref": ["id"]}, {"lit": "10", "type": "bigint"}]}]'   # as PredicateJson sends it
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string(), nullable=False),
                     ("amount", pa.float64())])
 
@@ -113,11 +114,11 @@ def test_describe_detail_of_a_partition(warehouse: str) -> None:
 
 def test_delete_on_a_primary_key_table_writes_deletes_in_one_commit(warehouse: str) -> None:
     before = table(warehouse).latest_snapshot_id()
-    [row] = call(warehouse, "delete_where", table="db.orders", predicate={"column": "id", "value": 10})
+    [row] = call(warehouse, "delete_where", table="db.orders", predicate=ID_IS_10)
     assert row == {"snapshot_id": before + 1, "deleted_rows": 1}   # type: ignore[operator]
     ids = sorted(table(warehouse).read().column("id").to_pylist())
     assert ids == [0, 1, 2, 11, 12, 20, 21, 22]
-    assert call(warehouse, "delete_where", table="db.orders", predicate={"column": "id", "value": 10}) == [
+    assert call(warehouse, "delete_where", table="db.orders", predicate=ID_IS_10) == [
         {"snapshot_id": None, "deleted_rows": 0}]   # nothing matched: nothing committed
 
 
@@ -165,5 +166,17 @@ def test_system_tables_list_snapshots_and_files(warehouse: str) -> None:
     assert {f["partition"] for f in files} == {"dt=2024-01-01", "dt=2024-01-02"}
     assert {f["level"] for f in files} == {0} and {f["bucket"] for f in files} == {0}
     assert call(warehouse, "system_table", table="db.orders", name="files", schema_only=True) == []
-    with pytest.raises(tablestore.TableNotFoundError, match=r"db.orders\$manifests not found.*\$snapshots, \$files"):
+    with pytest.raises(tablestore.TableStoreError,
+                       match=r"db.orders\$manifests is not a system table.*\$snapshots, \$files"):
         call(warehouse, "system_table", table="db.orders", name="manifests")
+
+
+def test_the_catalog_service_serves_these_actions(warehouse: str) -> None:
+    from tablestore.spark.catalog_service import actions, handle
+
+    assert set(ACTIONS) <= set(actions())
+    response = handle({"id": 7, "action": "describe_detail", "args": {"warehouse": warehouse, "options": {},
+                                                                        "table": ["db", "orders"]}}, actions())
+    assert response["ok"] and response["result"]["rows"][0][0] == "db.orders"
+    response = handle({"id": 8, "action": "compact", "args": {"warehouse": warehouse, "table": "db.nope"}}, actions())
+    assert response["error"]["type"] == "TableNotFoundError"

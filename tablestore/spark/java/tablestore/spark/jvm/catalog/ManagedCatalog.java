@@ -206,6 +206,9 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
     protected Table loadTable(Identifier ident, Map<String, String> readOptions) throws NoSuchTableException {
         JsonNode meta;
         try {
+            if (SystemTable.isSystemName(ident)) {   // db.`t$snapshots`, db.`t$files`
+                return SystemTable.load(this, ident);
+            }
             meta = PythonService.call("load_table", args("table", tableName(ident)));
         } catch (PythonServiceException e) {
             if (e.type().equals("TableNotFoundError") || e.type().equals("InvalidIdentifierError")) {

@@ -10,6 +10,7 @@ import java.util.Set;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.SupportsDeleteV2;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -18,6 +19,7 @@ import org.apache.spark.sql.connector.catalog.constraints.Constraint;
 import org.apache.spark.sql.connector.expressions.Expressions;
 import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
@@ -30,7 +32,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * handed to the Python data source {@code managed} with the table's identity injected into the options
  * ({@code table}, {@code warehouse}, the catalog's {@code table-storage.*} options, the time-travel snapshot).
  */
-public class ManagedTable implements SupportsRead, SupportsWrite {
+public class ManagedTable implements SupportsRead, SupportsWrite, SupportsDeleteV2 {
     private final ManagedCatalog catalog;
     private final Identifier ident;
     private final StructType schema;
@@ -140,5 +142,18 @@ public class ManagedTable implements SupportsRead, SupportsWrite {
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
         return new ManagedWriteBuilder(this, info);
+    }
+
+    /** DELETE FROM: the Python table reads the rows the predicates select and writes them back as -D in one commit
+     * (tablestore.spark.sql_actions.delete_where); a predicate Python cannot evaluate fails with its message. */
+    @Override
+    public boolean canDeleteWhere(Predicate[] predicates) {
+        return true;
+    }
+
+    @Override
+    public void deleteWhere(Predicate[] predicates) {
+        catalog.call("delete_where", catalog.args("table", ManagedCatalog.tableName(ident),
+            "predicate", PredicateJson.toJson(predicates)));
     }
 }

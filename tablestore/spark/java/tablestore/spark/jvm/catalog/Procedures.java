@@ -1,19 +1,155 @@
 package tablestore.spark.jvm.catalog;
 
-import org.apache.spark.sql.connector.catalog.Identifier;
-import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
-/** The procedures of the managed catalog ({@code CALL managed.system.<name>(...)}). */
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.procedures.BoundProcedure;
+import org.apache.spark.sql.connector.catalog.procedures.ProcedureParameter;
+import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The procedures of the managed catalog ({@code CALL managed.system.<name>(...)}), each one action of the Python
+ * helper ({@code tablestore.spark.sql_actions}) whose result rows come back as the one LocalScan Spark accepts:
+ * <pre>
+ *   compact(table, partitions => 'k=v[,k=v...][;...]', full => true)     synchronous compaction, files before/after
+ *   expire_snapshots(table, retain_last => n)                           how many snapshots expired
+ *   describe_detail(table, partition => 'k=v[,...]')                    DESCRIBE DETAIL (the parser's rewrite)
+ * </pre>
+ */
 public final class Procedures {
+    static final String NAMESPACE = "system";
+
+    private record Param(String name, DataType type, String defaultValue, String comment) {
+    }
+
+    private record Definition(String description, List<Param> params) {
+    }
+
+    private static final Map<String, Definition> DEFINITIONS = new LinkedHashMap<>();
+
+    static {
+        Param table = new Param("table", DataTypes.StringType, null, "the table, as 'database.table'");
+        DEFINITIONS.put("compact", new Definition("compacts a table (or some partitions) now, as `tablestore compact`",
+            List.of(table, new Param("partitions", DataTypes.StringType, "NULL",
+                    "partition specs 'column=value[,column=value...]', several separated by ';' (default: all)"),
+                new Param("full", DataTypes.BooleanType, "true",
+                    "merge every sorted run of a bucket into one (false: the universal compaction picker)"))));
+        DEFINITIONS.put("expire_snapshots", new Definition("expires old snapshots and deletes the files only they use",
+            List.of(table, new Param("retain_last", DataTypes.IntegerType, "NULL",
+                "keep the newest n snapshots (default: the table's snapshot.num-retained/time-retained options)"))));
+        DEFINITIONS.put("describe_detail", new Definition("DESCRIBE DETAIL (FLIP-188) of a table or of partitions",
+            List.of(table, new Param("partition", DataTypes.StringType, "NULL",
+                "a partition spec 'column=value[,column=value...]' (default: the table)"))));
+    }
+
     private Procedures() {
     }
 
     public static UnboundProcedure load(ManagedCatalog catalog, Identifier ident) {
-        throw Errors.unchecked(new PythonServiceException("NoSuchProcedure", "procedure " + catalog.name() + "."
-            + ident + " does not exist"));
+        Definition definition = ident.namespace().length == 1 && ident.namespace()[0].equalsIgnoreCase(NAMESPACE)
+            ? DEFINITIONS.get(ident.name().toLowerCase(java.util.Locale.ROOT)) : null;
+        if (definition == null) {
+            throw Errors.unchecked(new PythonServiceException("NoSuchProcedure", "procedure " + catalog.name() + "."
+                + ident + " does not exist; the managed catalog has " + String.join(", ", qualified(catalog))));
+        }
+        return new Call(catalog, ident.name().toLowerCase(java.util.Locale.ROOT), definition);
     }
 
     public static Identifier[] list(String[] namespace) {
-        return new Identifier[0];
+        if (namespace.length != 1 || !namespace[0].equalsIgnoreCase(NAMESPACE)) {
+            return new Identifier[0];
+        }
+        List<Identifier> out = new ArrayList<>();
+        for (String name : DEFINITIONS.keySet()) {
+            out.add(Identifier.of(new String[] {NAMESPACE}, name));
+        }
+        return out.toArray(new Identifier[0]);
+    }
+
+    private static List<String> qualified(ManagedCatalog catalog) {
+        List<String> out = new ArrayList<>();
+        for (String name : DEFINITIONS.keySet()) {
+            out.add(catalog.name() + "." + NAMESPACE + "." + name);
+        }
+        return out;
+    }
+
+    /** One procedure, unbound and bound (its parameters do not depend on the call's input types). */
+    private static final class Call implements UnboundProcedure, BoundProcedure {
+        private final ManagedCatalog catalog;
+        private final String name;
+        private final Definition definition;
+
+        Call(ManagedCatalog catalog, String name, Definition definition) {
+            this.catalog = catalog;
+            this.name = name;
+            this.definition = definition;
+        }
+
+        @Override
+        public String name() {
+            return name;
+        }
+
+        @Override
+        public String description() {
+            return definition.description();
+        }
+
+        @Override
+        public BoundProcedure bind(StructType inputType) {
+            return this;
+        }
+
+        @Override
+        public ProcedureParameter[] parameters() {
+            ProcedureParameter[] out = new ProcedureParameter[definition.params().size()];
+            for (int i = 0; i < out.length; i++) {
+                Param p = definition.params().get(i);
+                ProcedureParameter.Builder b = ProcedureParameter.in(p.name(), p.type()).comment(p.comment());
+                if (p.defaultValue() != null) {
+                    b = b.defaultValue(p.defaultValue());
+                }
+                out[i] = b.build();
+            }
+            return out;
+        }
+
+        @Override
+        public boolean isDeterministic() {
+            return false;
+        }
+
+        @Override
+        public Iterator<Scan> call(InternalRow input) {
+            List<Object> extra = new ArrayList<>();
+            for (int i = 0; i < definition.params().size(); i++) {
+                Param p = definition.params().get(i);
+                extra.add(p.name());
+                extra.add(input.isNullAt(i) ? null : valueOf(input, i, p.type()));
+            }
+            return Collections.<Scan>singletonList(
+                ResultScan.of(catalog.call(name, catalog.args(extra.toArray())))).iterator();
+        }
+
+        private static Object valueOf(InternalRow row, int i, DataType type) {
+            if (type == DataTypes.BooleanType) {
+                return row.getBoolean(i);
+            }
+            if (type == DataTypes.IntegerType) {
+                return row.getInt(i);
+            }
+            return row.getUTF8String(i).toString();
+        }
     }
 }

@@ -1,0 +1,143 @@
+"""Spark SQL operations on managed tables, from PySpark (the session of conftest, one database per test): the
+procedures (CALL managed.system.compact / expire_snapshots, SHOW PROCEDURES), DESCRIBE DETAIL and ALTER TABLE ...
+COMPACT (the SQL extension's rewrite), DELETE FROM, the system tables `t$snapshots` / `t$files`, and the analysis
+error of UPDATE / MERGE INTO."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import tablestore
+
+pytestmark = pytest.mark.spark
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def db(spark: Any) -> Iterator[str]:
+    name = f"opsdb{next(_names)}"
+    spark.sql(f"CREATE DATABASE managed.{name}")
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS managed.{name} CASCADE")
+
+
+def rows(spark: Any, sql: str) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in spark.sql(sql).collect()]
+
+
+ORDERS = """CREATE TABLE managed.{db}.orders (
+  id BIGINT NOT NULL, dt STRING NOT NULL, amount DECIMAL(10,2), PRIMARY KEY (id, dt) NOT ENFORCED)
+PARTITIONED BY (dt) TBLPROPERTIES ('bucket' = '1', 'write-only' = 'true')"""
+
+
+@pytest.fixture
+def orders(spark: Any, db: str) -> str:
+    """db.orders with three commits, each one file in partitions 2024-01-01 and 2024-01-02."""
+    spark.sql(ORDERS.format(db=db))
+    for i in range(3):
+        spark.sql(f"INSERT INTO managed.{db}.orders VALUES ({i}, '2024-01-01', {i}.5), ({i + 10}, '2024-01-01', 1), "
+                  f"({i + 20}, '2024-01-02', 2)")
+    return f"{db}.orders"
+
+
+def test_call_compact_one_partition_then_describe_detail_shows_it(spark: Any, orders: str,
+                                                                 spark_warehouse: Path) -> None:
+    [row] = rows(spark, f"CALL managed.system.compact(table => '{orders}', partitions => 'dt=2024-01-01')")
+    assert (row["table"], row["snapshot_id"], row["full"]) == (orders, 4, True)
+    assert (row["files_before"], row["files_after"], row["max_runs_per_bucket_after"]) == (3, 1, 1)
+    parts = rows(spark, f"DESCRIBE DETAIL managed.{orders} PARTITION (dt = '2024-01-01')")
+    assert [(p["partition"], p["num_files"], p["record_count"], p["compacted"]) for p in parts] == [
+        ("dt=2024-01-01", 1, 6, True)]
+    [other] = rows(spark, f"describe detail managed.{orders} partition (dt = \"2024-01-02\");")
+    assert (other["num_files"], other["compacted"], other["sorted_runs"]) == (3, False, {0: 3})
+    table = tablestore.Catalog(str(spark_warehouse)).get_table(orders)
+    assert table.latest_snapshot_id() == 4   # the Python API sees the SQL compaction
+
+
+def test_alter_table_compact_and_describe_detail_of_the_table(spark: Any, orders: str) -> None:
+    db, name = orders.split(".")
+    [row] = rows(spark, f"ALTER TABLE managed.`{db}`.{name} COMPACT")
+    assert (row["files_before"], row["files_after"]) == (6, 2)
+    [detail] = rows(spark, f"DESCRIBE DETAIL managed.{orders}")
+    assert (detail["name"], detail["bucket"], detail["primary_key"], detail["partition_by"]) == (
+        orders, 1, ["id", "dt"], ["dt"])
+    assert (detail["num_files"], detail["num_partitions"], detail["compacted"], detail["record_count"]) == (
+        2, 2, True, 9)
+    assert detail["latest_snapshot_id"] == 4 and detail["log_system"] == "none"
+    assert detail["last_modified"] > dt.datetime(2020, 1, 1)
+    [again] = rows(spark, f"alter table managed.{orders} partition (dt = '2024-01-02') compact ;")
+    assert again["snapshot_id"] is None   # nothing left to compact
+
+
+def test_expire_snapshots_and_the_snapshots_system_table(spark: Any, orders: str) -> None:
+    snaps = rows(spark, f"SELECT snapshot_id, kind, total_record_count FROM managed.{orders.split('.')[0]}."
+                        f"`orders$snapshots` ORDER BY snapshot_id")
+    assert snaps == [{"snapshot_id": 1, "kind": "APPEND", "total_record_count": 3},
+                     {"snapshot_id": 2, "kind": "APPEND", "total_record_count": 6},
+                     {"snapshot_id": 3, "kind": "APPEND", "total_record_count": 9}]
+    [row] = rows(spark, f"CALL managed.system.expire_snapshots(table => '{orders}', retain_last => 1)")
+    assert (row["expired_snapshots"], row["expired_ids"]) == (2, [1, 2])
+    db = orders.split(".")[0]
+    assert rows(spark, f"SELECT snapshot_id FROM managed.{db}.`orders$snapshots`") == [{"snapshot_id": 3}]
+    assert spark.sql(f"SELECT count(*) AS n FROM managed.{orders}").first()["n"] == 9
+
+
+def test_files_system_table_is_typed_and_current(spark: Any, orders: str) -> None:
+    db = orders.split(".")[0]
+    files = spark.table(f"managed.{db}.`orders$files`")
+    assert [(f.name, f.dataType.simpleString()) for f in files.schema.fields][:4] == [
+        ("partition", "string"), ("bucket", "int"), ("level", "int"), ("file_name", "string")]
+    assert files.count() == 6
+    spark.sql(f"CALL managed.system.compact(table => '{orders}')")
+    assert files.count() == 2   # the same DataFrame, scanned again, sees the compaction
+    assert rows(spark, f"SELECT partition, sum(record_count) AS n FROM managed.{db}.`orders$files` "
+                       f"GROUP BY partition ORDER BY partition") == [
+        {"partition": "dt=2024-01-01", "n": 6}, {"partition": "dt=2024-01-02", "n": 3}]
+
+
+def test_show_procedures_and_errors(spark: Any, orders: str) -> None:
+    names = [r["procedure_name"] for r in rows(spark, "SHOW PROCEDURES IN managed.system")]
+    assert names == ["compact", "expire_snapshots", "describe_detail"]
+    with pytest.raises(Exception, match="retain_last must be an integer of at least 1"):
+        spark.sql(f"CALL managed.system.expire_snapshots(table => '{orders}', retain_last => 0)").collect()
+    with pytest.raises(Exception, match="not partition columns"):
+        spark.sql(f"ALTER TABLE managed.{orders} PARTITION (amount = 1) COMPACT").collect()
+    db = orders.split(".")[0]
+    with pytest.raises(Exception, match=r"orders\$nope is not a system table.*\$snapshots, \$files"):
+        spark.sql(f"SELECT * FROM managed.{db}.`orders$nope`").collect()
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql(f"SELECT * FROM managed.{db}.`missing$snapshots`").collect()
+
+
+def test_delete_from_a_primary_key_table(spark: Any, orders: str, spark_warehouse: Path) -> None:
+    spark.sql(f"DELETE FROM managed.{orders} WHERE id = 10")
+    spark.sql(f"DELETE FROM managed.{orders} WHERE dt = '2024-01-02' AND id > 20")
+    assert [r["id"] for r in rows(spark, f"SELECT id FROM managed.{orders} ORDER BY id")] == [0, 1, 2, 11, 12, 20]
+    table = tablestore.Catalog(str(spark_warehouse)).get_table(orders)
+    assert [s.kind for s in table.snapshots()][-2:] == ["APPEND", "APPEND"]   # one commit per DELETE
+    spark.sql(f"DELETE FROM managed.{orders} WHERE id = 999")   # nothing matches: nothing committed
+    assert table.latest_snapshot_id() == 5
+
+
+def test_delete_from_a_table_without_primary_key(spark: Any, db: str) -> None:
+    spark.sql(f"CREATE TABLE managed.{db}.events (k STRING, v INT)")
+    spark.sql(f"INSERT INTO managed.{db}.events VALUES ('a', 1), ('a', 1), ('b', 2), (NULL, 3)")
+    spark.sql(f"DELETE FROM managed.{db}.events WHERE v = 1 OR k IS NULL")
+    assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == [{"k": "b", "v": 2}]
+
+
+def test_update_and_merge_fail_with_the_reason_and_the_alternative(spark: Any, orders: str) -> None:
+    with pytest.raises(Exception, match=r"UPDATE is not supported on managed table .*INSERT INTO .* is an upsert"):
+        spark.sql(f"UPDATE managed.{orders} SET amount = 0 WHERE id = 1").collect()
+    spark.sql("SELECT 1 AS id, '2024-01-01' AS dt, CAST(5 AS DECIMAL(10,2)) AS amount").createOrReplaceTempView("src")
+    with pytest.raises(Exception, match=r"MERGE INTO is not supported on managed table .*INSERT INTO"):
+        spark.sql(f"MERGE INTO managed.{orders} t USING src s ON t.id = s.id AND t.dt = s.dt "
+                  f"WHEN MATCHED THEN UPDATE SET amount = s.amount WHEN NOT MATCHED THEN INSERT *").collect()
+    spark.sql(f"INSERT INTO managed.{orders} SELECT * FROM src")   # the alternative: an upsert by primary key
+    assert rows(spark, f"SELECT amount FROM managed.{orders} WHERE id = 1") == [{"amount": Decimal("5.00")}]
