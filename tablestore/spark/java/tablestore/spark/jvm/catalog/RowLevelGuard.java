@@ -8,9 +8,9 @@ import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 
 /**
- * UPDATE and MERGE INTO on a managed table fail at analysis with the reason and the alternative (docs/spark.md,
- * "UPDATE and MERGE INTO"): Spark's row-level operations cannot hand the Python writer a changelog it can commit
- * safely, and on a primary-key table INSERT INTO is an upsert.
+ * UPDATE and MERGE INTO on a managed table fail at analysis with the reason and the alternative
+ * (docs/spark-sql-ops.md, "UPDATE and MERGE INTO"): Spark's row-level operations cannot hand the Python writer
+ * a changelog it can commit safely, and on a primary-key table INSERT INTO is an upsert.
  */
 final class RowLevelGuard extends Rule<LogicalPlan> {
     @Override
@@ -34,7 +34,8 @@ final class RowLevelGuard extends Rule<LogicalPlan> {
             String table = ((DataSourceV2Relation) target).table().name();
             throw Errors.unchecked(new PythonServiceException("UnsupportedOperation", statement
                 + " is not supported on managed table " + table + ": Spark's row-level operations do not reach the "
-                + "Python writer as a changelog it can commit safely (see docs/spark.md, \"UPDATE and MERGE INTO\"). "
+                + "Python writer as a changelog it can commit safely (see docs/spark-sql-ops.md, "
+                + "\"UPDATE and MERGE INTO\"). "
                 + "On a primary-key table INSERT INTO " + table + " SELECT ... is an upsert: write the updated rows "
                 + "with their primary key; DELETE FROM " + table + " WHERE ... deletes rows."));
         }
