@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Overwrite = Literal["all", "dynamic"] | Mapping[str, str] | None
+Overwrite = Literal["all", "dynamic"] | Mapping[str, str] | frozenset[Partition] | None
 """None: append. "all": replace the whole table. "dynamic": replace the partitions the new files are in.
-A mapping of partition key -> rendered value: replace the partitions matching that (possibly partial) spec."""
+A mapping of partition key -> rendered value: replace the partitions matching that (possibly partial) spec.
+A frozenset of partitions (rendered values): replace exactly those."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ class FileStoreCommit:
                     hit = True
                 elif overwrite == "dynamic":
                     hit = e.partition in new_partitions
+                elif isinstance(overwrite, frozenset):
+                    hit = e.partition in overwrite
                 else:
                     values = dict(zip(keys, e.partition))
                     hit = all(values.get(k) == v for k, v in overwrite.items())  # type: ignore[union-attr]

@@ -60,5 +60,11 @@ class Catalog:
     def list_tables(self, database: str) -> list[str]:
         return self._catalog.list_tables(database)
 
+    def alter_table_options(self, identifier: str, set_options: Mapping[str, str] | None = None,
+                            unset_options: Sequence[str] = ()) -> Table:
+        """Change options of an existing table (`catalog.options.ALTERABLE` lists those that may change; the
+        others are fixed at creation), as ALTER TABLE ... SET / UNSET TBLPROPERTIES does in Spark SQL."""
+        return Table(self._catalog.alter_table_options(identifier, set_options, unset_options))
+
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         self._catalog.drop_table(identifier, ignore_if_not_exists)

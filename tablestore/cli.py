@@ -175,6 +175,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    from tablestore.spark.shell import exec_spark_sql, spark_sql_command
+
+    warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
+    if not warehouse:
+        raise UsageError(f"give --warehouse or set {WAREHOUSE_ENV}")
+    extra = list(args.spark_args or [])
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    exec_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra))
+    return EXIT_OK   # not reached: spark-sql replaced this process
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from logstore import broker
 
@@ -234,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used")
     command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
+    sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
+                  table=False)
+    given = sql.add_mutually_exclusive_group()
+    given.add_argument("-e", dest="execute", metavar="SQL", help="run these statements and exit")
+    given.add_argument("-f", dest="file", metavar="FILE", help="run the statements of this file and exit")
+    sql.add_argument("spark_args", nargs=argparse.REMAINDER, help="after --: more spark-sql arguments")
     kafka = command("kafka", cmd_kafka, "manage the project's own single-node Kafka broker (127.0.0.1)", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
     return parser

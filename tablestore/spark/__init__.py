@@ -8,6 +8,8 @@
 - `read_changes(spark, "db.t", scan="full")`: a streaming DataFrame of the table's changes (`_row_kind` + columns).
 - `upsert_materialize(df, primary_key=[...], ...)`: the upsert materializer as a stateful operator in the job.
 - `local_session()`: a local SparkSession configured for it (RocksDB state store, the tablestore Spark jar).
+- `spark_sql_args(warehouse=...)`: `--jars`/`--conf` arguments for a `spark-sql`/`spark-submit` of your own with
+  the `managed` SQL catalog (`tablestore sql --warehouse W` opens PySpark's spark-sql with them).
 - `jar_path()`: the tablestore Spark jar (built on first use), for `spark.jars` of a session of your own.
 """
 from tablestore.spark.datasource import read_changes
@@ -16,6 +18,7 @@ from tablestore.spark.jar import jar_path
 from tablestore.spark.materialize import upsert_materialize
 from tablestore.spark.sink import materialize_for_sink
 from tablestore.spark.sessions import local_session, session
+from tablestore.spark.shell import spark_sql_args
 
 __all__ = ["distribute_by_bucket", "jar_path", "local_session", "materialize_for_sink", "read_changes", "session",
-           "upsert_materialize"]
+           "spark_sql_args", "upsert_materialize"]

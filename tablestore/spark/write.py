@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from filestore import CommitMessage, FileStoreWrite, Partition
+from filestore import CommitMessage, FileStoreWrite, Overwrite, Partition
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
+OVERWRITE_MODES = ("static", "dynamic", "filter")
+"""`overwrite-mode` of an overwrite: the whole table; the partitions written; the partitions `overwrite-predicate`
+(Spark's predicates as JSON, tablestore.spark.predicates) selects when the write commits."""
 WRITE_CHUNK_ROWS = 256 * 1024
 """Rows a task gathers from Spark's batches before handing them to the file store's writer (in input order)."""
 
@@ -88,10 +91,16 @@ class ManagedWriter(DataSourceArrowWriter):
         handle = self.ref.handle()
         table = self.ref.identifier
         mode = options.get("overwrite-mode", "static").lower()
-        if mode not in ("static", "dynamic"):
-            raise DataSourceOptionError(f"table {table!r}: overwrite-mode must be 'static' or 'dynamic', got {mode!r}")
-        self.scope: Literal["all", "dynamic"] | None = None
-        if overwrite:
+        if mode not in OVERWRITE_MODES:
+            raise DataSourceOptionError(f"table {table!r}: overwrite-mode must be one of {OVERWRITE_MODES}, got {mode!r}")
+        self.scope: Literal["all", "dynamic", "filter"] | None = None
+        self.predicate: str | None = None
+        if overwrite and mode == "filter":
+            self.scope, self.predicate = "filter", options.get("overwrite-predicate")
+            if self.predicate is None:
+                raise DataSourceOptionError(f"table {table!r}: overwrite-mode 'filter' needs overwrite-predicate")
+            self._filtered(handle.store, handle.store.snapshots.latest())   # a bad predicate fails the planning
+        elif overwrite:
             self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
         self.change_tracking = _change_tracking(options, dict(handle.options.raw), table)
         base = handle.store.snapshots.latest()
@@ -157,8 +166,22 @@ class ManagedWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
+        scope: Overwrite = self.scope if self.scope != "filter" else None
+        if self.scope == "filter":
+            store = self.ref.handle().store
+            scope = self._filtered(store, store.snapshots.latest())
         with self.session(self.commit_user, new_user=True) as session:
-            session.commit_prepared(everything, 1, overwrite=self.scope, log=self.change_tracking)
+            session.commit_prepared(everything, 1, overwrite=scope, log=self.change_tracking)
+
+    def _filtered(self, store: "FileStore", snapshot: "Snapshot | None") -> frozenset[Partition]:
+        """The live partitions of `snapshot` that overwrite-predicate selects (tablestore.spark.predicates)."""
+        from tablestore.spark.predicates import matching_partitions
+
+        assert self.predicate is not None
+        live = {e.partition for e in store.live_entries(snapshot).values()} if snapshot is not None else set()
+        schema = store.schema
+        return matching_partitions(self.ref.identifier, self.predicate, schema.arrow_schema, schema.partition_keys,
+                                   live)
 
     def session(self, commit_user: str, transactional_id: str | None = None, *,
                 new_user: bool = False) -> TableWriter:

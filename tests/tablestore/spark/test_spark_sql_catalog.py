@@ -1,50 +1,247 @@
 """Spark SQL through the `managed` catalog (tablestore.spark.jvm.catalog.ManagedCatalog), from PySpark: the session
-of conftest (`tablestore.spark.session` configures the catalog), one database per test."""
+of conftest (`tablestore.spark.session` configures the catalog), one database per test. The spark-sql shell has
+its own test (test_spark_sql_shell.py)."""
 from __future__ import annotations
 
 import itertools
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator
 
+import pyarrow as pa
 import pytest
+from pyspark.errors import AnalysisException
+from pyspark.sql.functions import col
 
 import tablestore
+import catalog
+from catalog import CatalogError
 
 pytestmark = pytest.mark.spark
 
 _names = itertools.count()
+SESSION_BUCKET = "spark.sql.catalog.managed.table-storage.bucket"
 
 
 @pytest.fixture
 def db(spark: Any) -> Iterator[str]:
-    name = f"sqldb{next(_names)}"
+    name = f"sqldb{next(_names)}_{int(time.time() * 1000) % 100000}"
     spark.sql(f"CREATE DATABASE managed.{name}")
     yield name
     spark.sql(f"DROP DATABASE IF EXISTS managed.{name} CASCADE")
+
+
+@pytest.fixture
+def python_catalog(spark_warehouse: Path) -> tablestore.Catalog:
+    return tablestore.Catalog(str(spark_warehouse))
 
 
 def rows(spark: Any, sql: str) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in spark.sql(sql).collect()]
 
 
-ORDERS = """CREATE TABLE managed.{db}.orders (
+def error_of(spark: Any, sql: str) -> str:
+    with pytest.raises(AnalysisException) as caught:
+        spark.sql(sql).collect()
+    return str(caught.value)
+
+
+ORDERS = """CREATE TABLE IF NOT EXISTS managed.{db}.orders (
   id BIGINT NOT NULL, dt STRING NOT NULL, amount DECIMAL(10,2), note STRING COMMENT 'free text',
   PRIMARY KEY (id, dt) NOT ENFORCED)
 PARTITIONED BY (dt) COMMENT 'orders' TBLPROPERTIES ('log.consistency' = 'eventual')"""
 
 
-def test_create_insert_select_and_the_python_api_sees_it(spark: Any, spark_warehouse: Path, db: str) -> None:
+def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
     spark.sql(ORDERS.format(db=db))
+    spark.sql(ORDERS.format(db=db))   # IF NOT EXISTS
     assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "orders", False)]
     spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1.5, 'x'), (2, 'b', 2.5, 'y'), (11, 'a', 3.5, 'z')")
-    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 9.0, 'upsert')")   # a primary-key table upserts
-    assert rows(spark, f"SELECT id, dt, amount, note FROM managed.{db}.orders ORDER BY id") == [
+    spark.sql(f"INSERT INTO managed.{db}.orders SELECT 1L, 'a', 9.0, 'upsert'")   # a primary-key table upserts
+    assert rows(spark, f"SELECT * FROM managed.{db}.orders ORDER BY id") == [
         (1, "a", Decimal("9.00"), "upsert"), (2, "b", Decimal("2.50"), "y"), (11, "a", Decimal("3.50"), "z")]
-    assert rows(spark, f"SELECT id FROM managed.{db}.orders WHERE dt = 'a' AND id > 10") == [(11,)]
+    query = spark.sql(f"SELECT id FROM managed.{db}.orders WHERE dt = 'a' AND id > 10")
+    assert [tuple(r) for r in query.collect()] == [(11,)]
+    plan = query._jdf.queryExecution().executedPlan().toString()
+    nodes = [line.lstrip("+-*() 0123456789:") for line in plan.splitlines()]
+    assert any(n.startswith("BatchScan") for n in nodes)
+    assert not any(n.startswith("Filter") for n in nodes)   # both filters pushed into the Python reader, exactly
 
-    table = tablestore.Catalog(str(spark_warehouse)).get_table(f"{db}.orders")
+    described = {r[0]: r[1] for r in rows(spark, f"DESCRIBE TABLE EXTENDED managed.{db}.orders")}
+    assert described["Comment"] == "orders" and described["Provider"] == "managed"
+    assert "log.consistency=eventual" in described["Table Properties"]
+    assert described[f"orders_pk"] == "PRIMARY KEY (id, dt) NOT ENFORCED NORELY"
+    assert rows(spark, f"DESCRIBE TABLE managed.{db}.orders")[3] == ("note", "string", "free text")
+    ddl = rows(spark, f"SHOW CREATE TABLE managed.{db}.orders")[0][0]
+    for part in ("PRIMARY KEY (id, dt) NOT ENFORCED", "PARTITIONED BY (dt)", "COMMENT 'orders'",
+                 "COMMENT 'free text'", "'log.consistency' = 'eventual'", "id BIGINT NOT NULL"):
+        assert part in ddl
+
+    table = python_catalog.get_table(f"{db}.orders")   # the Python API sees the table SQL created
     assert (table.primary_key, table.partition_by) == (["id", "dt"], ["dt"])
     assert table.schema.field("note").metadata == {b"comment": b"free text"}
+    assert not table.schema.field("id").nullable and table.schema.field("amount").nullable
     assert table.options["log.consistency"] == "eventual"
     assert sorted(table.read().column("id").to_pylist()) == [1, 2, 11]
+
+
+def test_session_defaults_set_in_sql_reach_create_table(spark: Any, python_catalog: tablestore.Catalog,
+                                                        db: str) -> None:
+    spark.sql(f"SET `{SESSION_BUCKET}` = 4")
+    try:
+        spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, v STRING) TBLPROPERTIES ('primary-key' = 'id')")
+    finally:
+        spark.conf.unset(SESSION_BUCKET)
+    spark.sql(f"CREATE TABLE managed.{db}.later (id BIGINT)")
+    assert python_catalog.get_table(f"{db}.t").options["bucket"] == "4"
+    assert python_catalog.get_table(f"{db}.later").options.get("bucket", "1") == "1"
+
+
+def test_property_form_primary_key_and_ctas(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
+    spark.sql(f"CREATE TABLE managed.{db}.t2 (id BIGINT NOT NULL, v STRING) TBLPROPERTIES ('primary-key' = 'id')")
+    spark.sql(f"INSERT INTO managed.{db}.t2 VALUES (1, 'a'), (2, 'b')")
+    spark.sql(f"INSERT INTO managed.{db}.t2 VALUES (2, 'B')")
+    assert python_catalog.get_table(f"{db}.t2").primary_key == ["id"]
+    assert "PRIMARY KEY (id) NOT ENFORCED" in rows(spark, f"SHOW CREATE TABLE managed.{db}.t2")[0][0]
+
+    spark.sql(f"CREATE TABLE managed.{db}.t3 COMMENT 'copy' AS SELECT id, upper(v) AS v FROM managed.{db}.t2")
+    assert rows(spark, f"SELECT * FROM managed.{db}.t3 ORDER BY id") == [(1, "A"), (2, "B")]
+    assert catalog.Catalog(python_catalog.warehouse).get_table(f"{db}.t3").schema.comment == "copy"
+
+
+def test_invalid_ddl_gives_the_python_catalogs_message(spark: Any, python_catalog: tablestore.Catalog,
+                                                       db: str) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("dt", pa.string(), False)])
+    cases = [
+        (f"CREATE TABLE managed.{db}.bad (id BIGINT NOT NULL, dt STRING NOT NULL, PRIMARY KEY (id) NOT ENFORCED) "
+         "PARTITIONED BY (dt)", dict(primary_key=["id"], partition_by=["dt"])),
+        (f"CREATE TABLE managed.{db}.bad (id BIGINT NOT NULL, dt STRING NOT NULL) TBLPROPERTIES ('bukket' = '2')",
+         dict(options={"bukket": "2"})),
+        (f"CREATE TABLE managed.{db}.bad (id BIGINT NOT NULL, dt STRING NOT NULL) TBLPROPERTIES ('bucket' = '0')",
+         dict(options={"bucket": "0"})),
+    ]
+    for sql, kwargs in cases:
+        with pytest.raises(CatalogError) as python_error:
+            python_catalog.create_table(f"{db}.bad", schema, **kwargs)   # type: ignore[arg-type]
+        message = error_of(spark, sql)
+        assert str(python_error.value) in message
+    assert "must be part of the primary key ['id']" in error_of(spark, cases[0][0])
+    assert "valid options: bucket, change-tracking" in error_of(spark, cases[1][0])
+    assert not python_catalog.table_exists(f"{db}.bad")
+
+    enforced = error_of(spark, f"CREATE TABLE managed.{db}.bad (id BIGINT NOT NULL, PRIMARY KEY (id) ENFORCED)")
+    assert "UNSUPPORTED_CONSTRAINT_CHARACTERISTIC" in enforced and "ENFORCED" in enforced
+    assert "TABLE_OR_VIEW_NOT_FOUND" in error_of(spark, f"SELECT * FROM managed.{db}.missing")
+    assert "USING parquet is not supported" in error_of(
+        spark, f"CREATE TABLE managed.{db}.bad (id BIGINT) USING parquet")
+
+
+def test_insert_overwrite_partition_and_dynamic(spark: Any, db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1, 'x'), (2, 'b', 2, 'y'), (3, 'a', 3, 'z')")
+    spark.sql(f"INSERT OVERWRITE managed.{db}.orders PARTITION (dt = 'a') SELECT 5, 9.9, 'new'")
+    assert rows(spark, f"SELECT id, dt FROM managed.{db}.orders ORDER BY id") == [(2, "b"), (5, "a")]
+    spark.sql("SET spark.sql.sources.partitionOverwriteMode = dynamic")
+    try:
+        spark.sql(f"INSERT OVERWRITE managed.{db}.orders VALUES (7, 'c', 1, 'dyn'), (8, 'b', 1, 'dyn')")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    assert rows(spark, f"SELECT id, dt FROM managed.{db}.orders ORDER BY id") == [(5, "a"), (7, "c"), (8, "b")]
+    # writeTo().overwrite(condition): the partitions the condition selects (here none of the new rows' partition)
+    spark.createDataFrame([(6, "d", Decimal("1.00"), "cond")], "id BIGINT, dt STRING, amount DECIMAL(10,2), "
+                          "note STRING").writeTo(f"managed.{db}.orders").overwrite(col("dt").isin("c", "b"))
+    assert rows(spark, f"SELECT id, dt FROM managed.{db}.orders ORDER BY id") == [(5, "a"), (6, "d")]
+    with pytest.raises(Exception, match="not partition columns"):
+        spark.createDataFrame([], "id BIGINT, dt STRING, amount DECIMAL(10,2), note STRING").writeTo(
+            f"managed.{db}.orders").overwrite(col("id") > 5)
+    spark.sql(f"INSERT OVERWRITE managed.{db}.orders SELECT 9, 'z', 0, 'all'")   # static: the whole table
+    assert rows(spark, f"SELECT id, dt FROM managed.{db}.orders") == [(9, "z")]
+
+
+def test_time_travel_version_and_timestamp(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
+    spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, PRIMARY KEY (id) NOT ENFORCED)")
+    spark.sql(f"INSERT INTO managed.{db}.t VALUES (1)")
+    first = python_catalog.get_table(f"{db}.t").snapshots()[-1]
+    time.sleep(0.05)
+    spark.sql(f"INSERT INTO managed.{db}.t VALUES (2)")
+    assert rows(spark, f"SELECT id FROM managed.{db}.t VERSION AS OF {first.id} ORDER BY id") == [(1,)]
+    at = first.time.strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert rows(spark, f"SELECT id FROM managed.{db}.t TIMESTAMP AS OF '{at}' ORDER BY id") == [(1,)]
+    assert rows(spark, f"SELECT id FROM managed.{db}.t ORDER BY id") == [(1,), (2,)]
+
+
+def test_alter_table_options_one_source_of_truth(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    spark.sql(f"ALTER TABLE managed.{db}.orders SET TBLPROPERTIES ('snapshot.num-retained.max' = '20')")
+    assert python_catalog.get_table(f"{db}.orders").options["snapshot.num-retained.max"] == "20"
+    python_catalog.alter_table_options(f"{db}.orders", {"write-only": "true"}, ["snapshot.num-retained.max"])
+    properties = dict(rows(spark, f"SHOW TBLPROPERTIES managed.{db}.orders"))
+    assert properties["write-only"] == "true" and "snapshot.num-retained.max" not in properties
+    message = error_of(spark, f"ALTER TABLE managed.{db}.orders SET TBLPROPERTIES ('bucket' = '8')")
+    assert "option 'bucket' is fixed when the table is created" in message and "snapshot.num-retained.max" in message
+    assert "unknown table option 'nope'" in error_of(
+        spark, f"ALTER TABLE managed.{db}.orders SET TBLPROPERTIES ('nope' = '1')")
+    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1, 'x')")   # the altered table still writes and reads
+    assert rows(spark, f"SELECT id FROM managed.{db}.orders") == [(1,)]
+
+
+def test_drop_by_either_side_removes_for_both(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
+    python_catalog.create_table(f"{db}.py", schema, primary_key=["id"]).write(pa.table({"id": [1], "v": ["p"]},
+                                                                                        schema=schema))
+    assert rows(spark, f"SELECT * FROM managed.{db}.py") == [(1, "p")]   # created in Python, seen in SQL
+    spark.sql(f"DROP TABLE managed.{db}.py")
+    assert not python_catalog.table_exists(f"{db}.py")
+    assert not (Path(python_catalog.warehouse) / f"{db}.db" / "py").exists()
+
+    spark.sql(f"CREATE TABLE managed.{db}.sq (id BIGINT)")
+    python_catalog.drop_table(f"{db}.sq")
+    assert rows(spark, f"SHOW TABLES IN managed.{db}") == []
+    assert "TABLE_OR_VIEW_NOT_FOUND" in error_of(spark, f"SELECT * FROM managed.{db}.sq")
+    spark.sql(f"DROP TABLE IF EXISTS managed.{db}.sq")
+
+
+@pytest.mark.kafka
+def test_drop_table_removes_its_topic(spark: Any, python_catalog: tablestore.Catalog, db: str,
+                                      kafka_bootstrap: str) -> None:
+    key = "spark.sql.catalog.managed.table-storage.log.properties.bootstrap.servers"
+    spark.sql(f"SET `{key}` = `{kafka_bootstrap}`")
+    try:
+        spark.sql(f"CREATE TABLE managed.{db}.logged (id BIGINT NOT NULL, PRIMARY KEY (id) NOT ENFORCED)")
+        handle = catalog.Catalog(python_catalog.warehouse).get_table(f"{db}.logged")
+        assert handle.log is not None and handle.log.admin.partitions(handle.log.topic) == 1
+        spark.sql(f"DROP TABLE managed.{db}.logged")
+        assert handle.log.admin.partitions(handle.log.topic) is None
+    finally:
+        spark.conf.unset(key)
+
+
+def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_path: Path) -> None:
+    spark.sql(f"CREATE TABLE managed.{db}.src (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
+    spark.sql(f"CREATE TABLE managed.{db}.dst (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
+    spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a'), (2, 'b')")
+    assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.src ORDER BY id") == [("+I", 1), ("+I", 2)]
+
+    def run() -> list[tuple[Any, ...]]:
+        seen: list[tuple[Any, ...]] = []
+        changes = spark.readStream.table(f"managed.{db}.src").select("_row_kind", "*")
+        query = changes.writeStream.foreachBatch(lambda df, _: seen.extend(tuple(r) for r in df.collect())) \
+            .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "changes")).start()
+        query.awaitTermination(120)
+        return sorted(seen)
+
+    assert run() == [("+I", 1, "a"), ("+I", 2, "b")]
+    spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
+    assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
+
+    data = spark.readStream.table(f"managed.{db}.src")   # without _row_kind: the changed rows
+    query = data.writeStream.option("checkpointLocation", str(tmp_path / "copy")).trigger(availableNow=True) \
+        .toTable(f"managed.{db}.dst")
+    query.awaitTermination(120)
+    assert rows(spark, f"SELECT id, v FROM managed.{db}.dst ORDER BY id") == [(1, "a2"), (2, "b")]
+
+    counts = spark.readStream.table(f"managed.{db}.src").groupBy("id").count()
+    with pytest.raises(Exception, match="a streaming write appends"):
+        counts.writeStream.outputMode("complete").option("checkpointLocation", str(tmp_path / "c")) \
+            .toTable(f"managed.{db}.dst").awaitTermination(60)

@@ -10,7 +10,9 @@ import java.util.Set;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.MetadataColumn;
 import org.apache.spark.sql.connector.catalog.SupportsDeleteV2;
+import org.apache.spark.sql.connector.catalog.SupportsMetadataColumns;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -32,7 +34,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * handed to the Python data source {@code managed} with the table's identity injected into the options
  * ({@code table}, {@code warehouse}, the catalog's {@code table-storage.*} options, the time-travel snapshot).
  */
-public class ManagedTable implements SupportsRead, SupportsWrite, SupportsDeleteV2 {
+public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetadataColumns, SupportsDeleteV2 {
     private final ManagedCatalog catalog;
     private final Identifier ident;
     private final StructType schema;
@@ -136,7 +138,13 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsDelete
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        return PythonSourceBridge.scanBuilder(schema, partitioning(), injected(options.asCaseSensitiveMap(), Map.of()));
+        return new ManagedScan.Builder(schema, partitioning(), injected(options.asCaseSensitiveMap(), Map.of()));
+    }
+
+    /** {@code _row_kind}: the change kind of a streaming read (see ManagedScan). */
+    @Override
+    public MetadataColumn[] metadataColumns() {
+        return new MetadataColumn[] {new ManagedScan.RowKindColumn()};
     }
 
     @Override

@@ -1,0 +1,261 @@
+package tablestore.spark.jvm.catalog;
+
+import java.io.IOException;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.catalog.MetadataColumn;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Scans of a managed table. Batch: the Python data source's scan of the table's columns (filters pushed down as in
+ * the data source). Streaming: the Python source's stream of the table's changes, whose rows are {@code _row_kind}
+ * + the columns; the table exposes {@code _row_kind} as a metadata column, so
+ * {@code spark.readStream.table(t).select("_row_kind", "*")} is the changelog. A batch read that selects
+ * {@code _row_kind} sees {@code +I} for every row.
+ */
+final class ManagedScan {
+    static final String ROW_KIND = "_row_kind";
+
+    private ManagedScan() {
+    }
+
+    /** The {@code _row_kind} metadata column. */
+    static final class RowKindColumn implements MetadataColumn {
+        @Override
+        public String name() {
+            return ROW_KIND;
+        }
+
+        @Override
+        public DataType dataType() {
+            return DataTypes.StringType;
+        }
+
+        @Override
+        public boolean isNullable() {
+            return false;
+        }
+
+        @Override
+        public String comment() {
+            return "change kind of a streaming read: +I, -U, +U, -D (a batch read: +I)";
+        }
+    }
+
+    static final class Builder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+        private final StructType schema;
+        private final Transform[] partitioning;
+        private final CaseInsensitiveStringMap options;
+        private final ScanBuilder python;
+        private boolean rowKind = false;
+        private Filter[] pushed = new Filter[0];
+
+        Builder(StructType schema, Transform[] partitioning, CaseInsensitiveStringMap options) {
+            this.schema = schema;
+            this.partitioning = partitioning;
+            this.options = options;
+            this.python = PythonSourceBridge.scanBuilder(schema, partitioning, options);
+        }
+
+        @Override
+        public void pruneColumns(StructType required) {
+            rowKind = Arrays.asList(required.fieldNames()).contains(ROW_KIND);   // data columns are never pruned
+        }
+
+        @Override
+        public Filter[] pushFilters(Filter[] filters) {
+            List<Filter> onData = new ArrayList<>();
+            List<Filter> kept = new ArrayList<>();
+            for (Filter f : filters) {
+                (Arrays.asList(f.references()).contains(ROW_KIND) ? kept : onData).add(f);
+            }
+            if (!(python instanceof SupportsPushDownFilters)) {
+                return filters;
+            }
+            kept.addAll(Arrays.asList(((SupportsPushDownFilters) python).pushFilters(onData.toArray(new Filter[0]))));
+            pushed = ((SupportsPushDownFilters) python).pushedFilters();
+            return kept.toArray(new Filter[0]);
+        }
+
+        @Override
+        public Filter[] pushedFilters() {
+            return pushed;
+        }
+
+        @Override
+        public Scan build() {
+            return new TableScan(this, python.build());
+        }
+    }
+
+    static final class TableScan implements Scan {
+        private final Builder builder;
+        private final Scan python;
+
+        TableScan(Builder builder, Scan python) {
+            this.builder = builder;
+            this.python = python;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return builder.rowKind ? builder.schema.add(ROW_KIND, DataTypes.StringType, false) : builder.schema;
+        }
+
+        @Override
+        public String description() {
+            return python.description();
+        }
+
+        @Override
+        public Batch toBatch() {
+            Batch batch = python.toBatch();
+            if (!builder.rowKind) {
+                return batch;
+            }
+            int n = builder.schema.size();
+            return new Batch() {
+                @Override
+                public InputPartition[] planInputPartitions() {
+                    return batch.planInputPartitions();
+                }
+
+                @Override
+                public PartitionReaderFactory createReaderFactory() {
+                    return new Reordered(batch.createReaderFactory(), rowKindLast(n), builder.schema);
+                }
+            };
+        }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            StructType changes = new StructType().add(ROW_KIND, DataTypes.StringType, false);
+            for (StructField f : builder.schema.fields()) {
+                changes = changes.add(f);
+            }
+            MicroBatchStream stream = PythonSourceBridge.scanBuilder(changes, builder.partitioning, builder.options)
+                .build().toMicroBatchStream(checkpointLocation);
+            int n = builder.schema.size();
+            int[] order = new int[builder.rowKind ? n + 1 : n];
+            for (int i = 0; i < n; i++) {
+                order[i] = i + 1;
+            }
+            if (builder.rowKind) {
+                order[n] = 0;
+            }
+            return withReaderFactory(stream, order, changes);
+        }
+    }
+
+    /** Positions of the output columns in the Python rows: the data columns, then -1 for a constant +I. */
+    private static int[] rowKindLast(int n) {
+        int[] order = new int[n + 1];
+        for (int i = 0; i < n; i++) {
+            order[i] = i;
+        }
+        order[n] = -1;
+        return order;
+    }
+
+    /**
+     * {@code stream} with its reader factory's rows reordered; every other call (offsets, admission control,
+     * AvailableNow, metrics) goes to the Python stream unchanged, through a proxy of all its interfaces.
+     */
+    private static MicroBatchStream withReaderFactory(MicroBatchStream stream, int[] order, StructType input) {
+        Set<Class<?>> interfaces = new LinkedHashSet<>();
+        for (Class<?> c = stream.getClass(); c != null; c = c.getSuperclass()) {
+            collect(c, interfaces);
+        }
+        InvocationHandler handler = (proxy, method, args) -> {
+            try {
+                if (method.getName().equals("createReaderFactory") && method.getParameterCount() == 0) {
+                    return new Reordered((PartitionReaderFactory) method.invoke(stream), order, input);
+                }
+                if (method.getName().equals("toString") && method.getParameterCount() == 0) {
+                    return stream.toString();
+                }
+                return method.invoke(stream, args);
+            } catch (InvocationTargetException e) {
+                throw e.getCause();
+            }
+        };
+        return (MicroBatchStream) Proxy.newProxyInstance(ManagedScan.class.getClassLoader(),
+            interfaces.toArray(new Class<?>[0]), handler);
+    }
+
+    private static void collect(Class<?> c, Set<Class<?>> out) {
+        for (Class<?> i : c.getInterfaces()) {
+            if (java.lang.reflect.Modifier.isPublic(i.getModifiers()) && out.add(i)) {
+                collect(i, out);
+            }
+        }
+    }
+
+    /** Rows of {@code delegate} with the columns at {@code order} (-1: the constant {@code +I}). */
+    static final class Reordered implements PartitionReaderFactory {
+        private static final long serialVersionUID = 1L;
+        private final PartitionReaderFactory delegate;
+        private final int[] order;
+        private final DataType[] types;
+
+        Reordered(PartitionReaderFactory delegate, int[] order, StructType input) {
+            this.delegate = delegate;
+            this.order = order;
+            this.types = Arrays.stream(input.fields()).map(StructField::dataType).toArray(DataType[]::new);
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            PartitionReader<InternalRow> reader = delegate.createReader(partition);
+            UTF8String insert = UTF8String.fromString("+I");
+            return new PartitionReader<InternalRow>() {
+                @Override
+                public boolean next() throws IOException {
+                    return reader.next();
+                }
+
+                @Override
+                public InternalRow get() {
+                    InternalRow row = reader.get();
+                    Object[] values = new Object[order.length];
+                    for (int i = 0; i < order.length; i++) {
+                        int from = order[i];
+                        values[i] = from < 0 ? insert : (row.isNullAt(from) ? null : row.get(from, types[from]));
+                    }
+                    return new GenericInternalRow(values);
+                }
+
+                @Override
+                public void close() throws IOException {
+                    reader.close();
+                }
+            };
+        }
+    }
+}
