@@ -162,7 +162,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    result = _catalog(args).get_table(args.table).expire_snapshots()
+    result = _catalog(args).get_table(args.table).expire_snapshots(retain_last=args.retain_last)
     _emit(args, {"expired": list(result.expired_snapshots), "deleted_files": result.deleted_files},
           lambda d: f"expired snapshots {d['expired'] or 'none'}, deleted {d['deleted_files']} files")
     return EXIT_OK
@@ -245,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact = command("compact", cmd_compact, "run universal compaction on a table and report what it did")
     compact.add_argument("--full", action="store_true", help="merge every sorted run of each bucket into one")
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
-    command("expire", cmd_expire, "expire old snapshots and delete the files only they used")
+    command("expire", cmd_expire, "expire old snapshots and delete the files only they used").add_argument(
+        "--retain-last", type=int, metavar="N", help="keep the newest N snapshots (default: the table's options)")
     command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
                   table=False)

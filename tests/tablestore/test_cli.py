@@ -190,3 +190,9 @@ def test_a_reader_that_goes_away_stops_the_output_quietly(warehouse: str, output
     finally:
         os.close(write_end)
     assert proc.stderr == "" and proc.returncode == cli.EXIT_READER_GONE == 141
+
+
+def test_expire_retain_last_keeps_the_newest_snapshots(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "expire", "db.t", "--retain-last", "1", "--warehouse", warehouse, "--output", "json")
+    assert code == 0 and json.loads(out)["expired"] == [1, 2]
+    assert [s.id for s in tablestore.Catalog(warehouse).get_table("db.t").snapshots()] == [3]

@@ -130,6 +130,8 @@ def test_delete_from_a_table_without_primary_key(spark: Any, db: str) -> None:
     spark.sql(f"INSERT INTO managed.{db}.events VALUES ('a', 1), ('a', 1), ('b', 2), (NULL, 3)")
     spark.sql(f"DELETE FROM managed.{db}.events WHERE v = 1 OR k IS NULL")
     assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == [{"k": "b", "v": 2}]
+    spark.sql(f"DELETE FROM managed.{db}.events")   # no condition: every row (as -D changes, one commit)
+    assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == []
 
 
 def test_update_and_merge_fail_with_the_reason_and_the_alternative(spark: Any, orders: str) -> None:
@@ -141,3 +143,16 @@ def test_update_and_merge_fail_with_the_reason_and_the_alternative(spark: Any, o
                   f"WHEN MATCHED THEN UPDATE SET amount = s.amount WHEN NOT MATCHED THEN INSERT *").collect()
     spark.sql(f"INSERT INTO managed.{orders} SELECT * FROM src")   # the alternative: an upsert by primary key
     assert rows(spark, f"SELECT amount FROM managed.{orders} WHERE id = 1") == [{"amount": Decimal("5.00")}]
+
+
+def test_statements_resolve_names_in_the_current_catalog_and_database(spark: Any, orders: str) -> None:
+    db = orders.split(".")[0]
+    spark.sql(f"USE managed.{db}")
+    try:
+        [detail] = rows(spark, "DESC DETAIL orders")
+        [compact] = rows(spark, f"/* compact */ ALTER TABLE {db}.`orders` COMPACT -- all partitions")
+    finally:
+        spark.sql("USE spark_catalog.default")
+    assert (detail["name"], detail["num_files"], compact["files_after"]) == (orders, 6, 2)
+    with pytest.raises(Exception, match="PARSE_SYNTAX_ERROR|Syntax error"):   # not a managed table: Spark's parser
+        spark.sql("ALTER TABLE spark_catalog.default.nope COMPACT")
