@@ -45,6 +45,9 @@ final class SqlRewrite {
      * {catalog, database, table} when they name a table of a managed catalog, else null.
      */
     static String rewrite(String sql, Function<List<String>, String[]> resolve) {
+        if (!startsWithOurKeyword(sql)) {
+            return null;   // cheap: most statements (a long INSERT ... VALUES) are never tokenized
+        }
         List<Token> tokens = tokenize(sql);
         if (tokens == null) {
             return null;
@@ -159,6 +162,25 @@ final class SqlRewrite {
             pos += 3;
         } while (accept(","));
         return accept(")") ? spec : null;
+    }
+
+    private static boolean startsWithOurKeyword(String sql) {
+        int i = 0;
+        int n = sql.length();
+        while (i < n) {
+            if (Character.isWhitespace(sql.charAt(i))) {
+                i++;
+            } else if (sql.startsWith("--", i)) {
+                int end = sql.indexOf('\n', i);
+                i = end < 0 ? n : end + 1;
+            } else if (sql.startsWith("/*", i)) {
+                int end = sql.indexOf("*/", i + 2);
+                i = end < 0 ? n : end + 2;
+            } else {
+                break;
+            }
+        }
+        return sql.regionMatches(true, i, "DESC", 0, 4) || sql.regionMatches(true, i, "ALTER", 0, 5);
     }
 
     static String literal(String text) {
