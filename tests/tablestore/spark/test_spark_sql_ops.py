@@ -132,6 +132,9 @@ def test_delete_from_a_table_without_primary_key(spark: Any, db: str) -> None:
     assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == [{"k": "b", "v": 2}]
     spark.sql(f"DELETE FROM managed.{db}.events")   # no condition: every row (as -D changes, one commit)
     assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == []
+    spark.sql(f"INSERT INTO managed.{db}.events VALUES ('c', 3)")
+    spark.sql(f"TRUNCATE TABLE managed.{db}.events")   # the same as DELETE without a condition
+    assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == []
 
 
 def test_update_and_merge_fail_with_the_reason_and_the_alternative(spark: Any, orders: str) -> None:
