@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pytest
@@ -23,7 +23,7 @@ def op(name: str, *args: Any) -> dict[str, Any]:
     return {"op": name, "args": list(args)}
 
 
-def match(predicates: list[Any], partitions: list[tuple[str, ...]], keys: tuple[str, ...] = ("dt",)) -> set[Any]:
+def match(predicates: list[Any], partitions: Sequence[tuple[str, ...]], keys: tuple[str, ...] = ("dt",)) -> set[Any]:
     return set(matching_partitions("db.t", json.dumps(predicates), SCHEMA, keys, partitions))
 
 
