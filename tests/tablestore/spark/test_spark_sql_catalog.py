@@ -10,17 +10,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyspark
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql.functions import col
 
-import tablestore
 import catalog
+import tablestore
 from catalog import CatalogError
 
 pytestmark = pytest.mark.spark
 
 _names = itertools.count()
+PYSPARK_4_1 = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2)
 SESSION_BUCKET = "spark.sql.catalog.managed.table-storage.bucket"
 
 
@@ -71,7 +73,7 @@ def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Ca
     described = {r[0]: r[1] for r in rows(spark, f"DESCRIBE TABLE EXTENDED managed.{db}.orders")}
     assert described["Comment"] == "orders" and described["Provider"] == "managed"
     assert "log.consistency=eventual" in described["Table Properties"]
-    assert described[f"orders_pk"] == "PRIMARY KEY (id, dt) NOT ENFORCED NORELY"
+    assert described["orders_pk"].startswith("PRIMARY KEY (id, dt) NOT ENFORCED")   # 4.2+: NORELY too
     assert rows(spark, f"DESCRIBE TABLE managed.{db}.orders")[3] == ("note", "string", "free text")
     ddl = rows(spark, f"SHOW CREATE TABLE managed.{db}.orders")[0][0]
     for part in ("PRIMARY KEY (id, dt) NOT ENFORCED", "PARTITIONED BY (dt)", "COMMENT 'orders'",
@@ -221,7 +223,10 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
     spark.sql(f"CREATE TABLE managed.{db}.src (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
     spark.sql(f"CREATE TABLE managed.{db}.dst (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
     spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a'), (2, 'b')")
-    assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.src ORDER BY id") == [("+I", 1), ("+I", 2)]
+    if PYSPARK_4_1:   # no column pruning in 4.1's micro-batch planning: the column is not offered (docs/spark_sql.md)
+        assert "_row_kind" in error_of(spark, f"SELECT _row_kind, id FROM managed.{db}.src")
+    else:
+        assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.src ORDER BY id") == [("+I", 1), ("+I", 2)]
 
     def run() -> list[tuple[Any, ...]]:
         seen: list[tuple[Any, ...]] = []
@@ -231,9 +236,12 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
         query.awaitTermination(120)
         return sorted(seen)
 
-    assert run() == [("+I", 1, "a"), ("+I", 2, "b")]
-    spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
-    assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
+    if PYSPARK_4_1:
+        spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
+    else:
+        assert run() == [("+I", 1, "a"), ("+I", 2, "b")]
+        spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
+        assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
 
     data = spark.readStream.table(f"managed.{db}.src")   # without _row_kind: the changed rows
     query = data.writeStream.option("checkpointLocation", str(tmp_path / "copy")).trigger(availableNow=True) \
