@@ -4,6 +4,8 @@ its own test (test_spark_sql_shell.py)."""
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -253,3 +255,29 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
     with pytest.raises(Exception, match="a streaming write appends"):
         counts.writeStream.outputMode("complete").option("checkpointLocation", str(tmp_path / "c")) \
             .toTable(f"managed.{db}.dst").awaitTermination(60)
+
+
+def test_writes_are_clustered_by_partition_and_key(spark: Any, db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    plan = "\n".join(r[0] for r in spark.sql(
+        f"EXPLAIN INSERT INTO managed.{db}.orders SELECT id, 'a', 1, 'x' FROM range(10)").collect())
+    assert "hashpartitioning(dt" in plan and "id" in plan.split("hashpartitioning(")[1].split(")")[0]
+
+
+def test_the_catalog_service_restarts_when_it_died(spark: Any, db: str) -> None:
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == jvm and b"tablestore.spark.catalog_service" in cmdline:
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed += 1
+    assert killed == 1
+    spark.sql(f"CREATE TABLE managed.{db}.after (id BIGINT)")   # a new helper process answers
+    assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "after", False)]
