@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from catalog.options import ALL_OPTIONS, SESSION_PREFIX
+from catalog.options import ALL_OPTIONS, ALTERABLE, SESSION_PREFIX
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 
@@ -21,6 +21,10 @@ def render() -> str:
         "Unknown keys are rejected. Memory sizes read like `64 mb`, durations like `500 ms`, `10 s`, `1 h`.",
         "A numeric value outside its valid range (memory sizes in bytes, durations in ms) is rejected when a table",
         "is created and when it is loaded, with an error naming the option and the range.",
+        "",
+        "An existing table can change these options (`ALTER TABLE ... SET/UNSET TBLPROPERTIES` in Spark SQL,",
+        "`tablestore.Catalog.alter_table_options` in Python); the others are fixed when the table is created:",
+        ", ".join(f"`{o.key}`" for o in sorted(ALTERABLE, key=lambda o: o.key)) + ".",
         "",
         "| key | type | default | valid range | description |",
         "|---|---|---|---|---|",

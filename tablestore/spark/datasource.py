@@ -12,8 +12,10 @@ Options (Spark lowercases their keys):
   `tablestore.spark.session(warehouse=...)` sets;
 - `table-storage.*`: catalog session options (see docs/options.md);
 - reads: `snapshot-id` or `timestamp-ms` (time travel);
-- writes: `overwrite-mode` = `static` (default: overwrite replaces the whole table) or `dynamic` (only the
-  partitions the written rows are in); `change-tracking` (default: the table's option).
+- writes: `overwrite-mode` = `static` (default: overwrite replaces the whole table), `dynamic` (only the
+  partitions the written rows are in) or `filter` (the partitions `overwrite-predicate` selects: Spark's predicate
+  as JSON, which the SQL catalog passes, tablestore/spark/predicates.py); `change-tracking` (default: the table's
+  option).
 """
 from __future__ import annotations
 

@@ -27,8 +27,9 @@ from tablestore.errors import TableStoreError
 
 SOURCES = Path(__file__).resolve().parent / "java"
 VERSIONED_SOURCES = Path(__file__).resolve().parent / "java_versions"
-"""`spark-<major>.<minor>/`: the classes that touch Spark internals which change between releases (the Python data
-source bridge of the SQL catalog). The build takes the folder of the newest version at or below the installed one."""
+"""`spark-<major>.<minor>/`: the classes that touch Spark internals or behaviour which change between releases (the
+Python data source bridge of the SQL catalog, what a Spark version supports). The build takes every folder at or
+below the installed version, a newer folder's file replacing the same file of an older one."""
 MAIN_CLASS = "tablestore.spark.jvm.UpsertMaterialize"
 
 
@@ -64,22 +65,26 @@ def _minor(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def versioned_sources(version: str) -> Path:
-    """The version folder for PySpark `version` (see VERSIONED_SOURCES)."""
+def versioned_sources(version: str) -> list[Path]:
+    """The version-specific sources for PySpark `version` (see VERSIONED_SOURCES): every folder at or below it, a
+    file of a newer folder replacing the file of the same path in an older one."""
     folders = {_minor(p.name[len("spark-"):]): p for p in VERSIONED_SOURCES.glob("spark-*") if p.is_dir()}
-    fitting = [v for v in folders if v <= _minor(version)]
+    fitting = sorted(v for v in folders if v <= _minor(version))
     if not fitting:
         supported = ", ".join(f"{a}.{b}" for a, b in sorted(folders))
         raise SparkJarError(f"PySpark {version} is older than every Spark version the tablestore jar supports "
                             f"(sources for: {supported})")
-    return folders[max(fitting)]
+    chosen: dict[Path, Path] = {}
+    for v in fitting:
+        for source in folders[v].rglob("*.java"):
+            chosen[source.relative_to(folders[v])] = source
+    return [chosen[k] for k in sorted(chosen)]
 
 
 def jar_path() -> Path:
     """The jar for the installed PySpark, built now if not cached."""
     version, spark_jars = _pyspark()
-    versioned = versioned_sources(version)
-    sources = sorted(SOURCES.rglob("*.java")) + sorted(versioned.rglob("*.java"))
+    sources = sorted(SOURCES.rglob("*.java")) + versioned_sources(version)
     digest = hashlib.sha256(version.encode())
     for source in sources:
         root = SOURCES if SOURCES in source.parents else VERSIONED_SOURCES

@@ -85,7 +85,7 @@ def _primary_key(table: str, constraints: Sequence[Mapping[str, Any]], propertie
     if prop is not None:
         from_prop = [p.strip() for p in prop.split(",") if p.strip()]
         if declared and from_prop != declared:
-            raise SqlTableError(f"table {table!r}: PRIMARY KEY {declared} and TBLPROPERTIES "
+            raise SqlTableError(f"table {table!r}: PRIMARY KEY ({', '.join(declared)}) and TBLPROPERTIES "
                                 f"'{PRIMARY_KEY_PROPERTY}' = {prop!r} disagree; give one of them")
         declared = declared or from_prop
     return declared

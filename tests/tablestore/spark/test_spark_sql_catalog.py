@@ -4,23 +4,27 @@ its own test (test_spark_sql_shell.py)."""
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyspark
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql.functions import col
 
-import tablestore
 import catalog
+import tablestore
 from catalog import CatalogError
 
 pytestmark = pytest.mark.spark
 
 _names = itertools.count()
+PYSPARK_4_1 = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2)
 SESSION_BUCKET = "spark.sql.catalog.managed.table-storage.bucket"
 
 
@@ -71,7 +75,7 @@ def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Ca
     described = {r[0]: r[1] for r in rows(spark, f"DESCRIBE TABLE EXTENDED managed.{db}.orders")}
     assert described["Comment"] == "orders" and described["Provider"] == "managed"
     assert "log.consistency=eventual" in described["Table Properties"]
-    assert described[f"orders_pk"] == "PRIMARY KEY (id, dt) NOT ENFORCED NORELY"
+    assert described["orders_pk"].startswith("PRIMARY KEY (id, dt) NOT ENFORCED")   # 4.2+: NORELY too
     assert rows(spark, f"DESCRIBE TABLE managed.{db}.orders")[3] == ("note", "string", "free text")
     ddl = rows(spark, f"SHOW CREATE TABLE managed.{db}.orders")[0][0]
     for part in ("PRIMARY KEY (id, dt) NOT ENFORCED", "PARTITIONED BY (dt)", "COMMENT 'orders'",
@@ -221,7 +225,10 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
     spark.sql(f"CREATE TABLE managed.{db}.src (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
     spark.sql(f"CREATE TABLE managed.{db}.dst (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
     spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a'), (2, 'b')")
-    assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.src ORDER BY id") == [("+I", 1), ("+I", 2)]
+    if PYSPARK_4_1:   # no column pruning in 4.1's micro-batch planning: the column is not offered (docs/spark_sql.md)
+        assert "_row_kind" in error_of(spark, f"SELECT _row_kind, id FROM managed.{db}.src")
+    else:
+        assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.src ORDER BY id") == [("+I", 1), ("+I", 2)]
 
     def run() -> list[tuple[Any, ...]]:
         seen: list[tuple[Any, ...]] = []
@@ -231,9 +238,12 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
         query.awaitTermination(120)
         return sorted(seen)
 
-    assert run() == [("+I", 1, "a"), ("+I", 2, "b")]
-    spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
-    assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
+    if PYSPARK_4_1:
+        spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
+    else:
+        assert run() == [("+I", 1, "a"), ("+I", 2, "b")]
+        spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
+        assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
 
     data = spark.readStream.table(f"managed.{db}.src")   # without _row_kind: the changed rows
     query = data.writeStream.option("checkpointLocation", str(tmp_path / "copy")).trigger(availableNow=True) \
@@ -245,3 +255,29 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
     with pytest.raises(Exception, match="a streaming write appends"):
         counts.writeStream.outputMode("complete").option("checkpointLocation", str(tmp_path / "c")) \
             .toTable(f"managed.{db}.dst").awaitTermination(60)
+
+
+def test_writes_are_clustered_by_partition_and_key(spark: Any, db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    plan = "\n".join(r[0] for r in spark.sql(
+        f"EXPLAIN INSERT INTO managed.{db}.orders SELECT id, 'a', 1, 'x' FROM range(10)").collect())
+    assert "hashpartitioning(dt" in plan and "id" in plan.split("hashpartitioning(")[1].split(")")[0]
+
+
+def test_the_catalog_service_restarts_when_it_died(spark: Any, db: str) -> None:
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == jvm and b"tablestore.spark.catalog_service" in cmdline:
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed += 1
+    assert killed == 1
+    spark.sql(f"CREATE TABLE managed.{db}.after (id BIGINT)")   # a new helper process answers
+    assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "after", False)]

@@ -144,7 +144,8 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
     /** {@code _row_kind}: the change kind of a streaming read (see ManagedScan). */
     @Override
     public MetadataColumn[] metadataColumns() {
-        return new MetadataColumn[] {new ManagedScan.RowKindColumn()};
+        return SparkTraits.ROW_KIND_METADATA_COLUMN ? new MetadataColumn[] {new ManagedScan.RowKindColumn()}
+            : new MetadataColumn[0];
     }
 
     @Override

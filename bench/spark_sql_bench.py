@@ -1,0 +1,105 @@
+"""The SQL path (the `managed` catalog) against the DataFrame path (`format("managed")`), same rows, same run,
+local[2].
+
+    python bench/spark_sql_bench.py [--rows 2000000] [--buckets 2] [--repeat 2]
+
+Measures (each the best of --repeat runs, into a fresh primary-key table each time):
+- insert: `INSERT INTO managed.bench.t SELECT * FROM src` vs `src.write.format("managed").mode("append")`
+  (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the primary key (a
+  shuffle more), so it is also compared with `distribute_by_bucket(src)` + the DataFrame write;
+- select: `SELECT * FROM managed.bench.t` -> noop sink vs `spark.read.format("managed").load(...)` -> noop.
+Target: the SQL path within 10% of the DataFrame path. Prints a table and writes bench/out/spark_sql.json. Not a
+test: figures depend on the machine's load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tablestore.spark  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def _data(rows: int) -> pa.Table:
+    rng = np.random.default_rng(7)
+    ids = rng.permutation(rows).astype(np.int64)
+    return pa.table({"id": ids, "a": rng.integers(0, 1 << 40, rows), "b": rng.random(rows),
+                     "c": pa.array(np.char.add("v", (ids % 100_000).astype(str)))})
+
+
+def _best(repeat: int, before: Callable[[], None], run: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(repeat):
+        before()
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--buckets", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="spark-sql-bench-"))
+    try:
+        source = work / "src.parquet"
+        pq.write_table(_data(args.rows), source)
+        warehouse = str(work / "wh")
+        spark = tablestore.spark.local_session("spark-sql-bench", conf={
+            "spark.sql.catalog.managed.warehouse": warehouse, "spark.sql.adaptive.enabled": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.read.parquet(str(source)).createOrReplaceTempView("src")
+        spark.sql("CREATE DATABASE managed.bench")
+
+        def fresh() -> None:
+            spark.sql("DROP TABLE IF EXISTS managed.bench.t")
+            spark.sql(f"CREATE TABLE managed.bench.t (id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING, "
+                      f"PRIMARY KEY (id) NOT ENFORCED) TBLPROPERTIES ('bucket' = '{args.buckets}')")
+
+        src = spark.table("src")
+        results = {
+            "insert_sql_s": _best(args.repeat, fresh, lambda: spark.sql("INSERT INTO managed.bench.t SELECT * FROM src")),
+            "insert_dataframe_s": _best(args.repeat, fresh, lambda: src.write.format("managed").mode("append")
+                                        .option("warehouse", warehouse).save("bench.t")),
+            "insert_dataframe_by_bucket_s": _best(
+                args.repeat, fresh, lambda: tablestore.spark.distribute_by_bucket(src, "bench.t").write
+                .format("managed").mode("append").option("warehouse", warehouse).save("bench.t")),
+        }
+        noop = lambda: None  # noqa: E731 - the table stays as the last insert left it
+        results["select_sql_s"] = _best(args.repeat, noop, lambda: spark.sql("SELECT * FROM managed.bench.t")
+                                        .write.format("noop").mode("overwrite").save())
+        results["select_dataframe_s"] = _best(args.repeat, noop, lambda: spark.read.format("managed")
+                                              .option("warehouse", warehouse).load("bench.t")
+                                              .write.format("noop").mode("overwrite").save())
+        spark.stop()
+        report = {"rows": args.rows, "buckets": args.buckets, **{k: round(v, 3) for k, v in results.items()},
+                  "insert_sql_vs_dataframe": round(results["insert_dataframe_s"] / results["insert_sql_s"], 3),
+                  "insert_sql_vs_dataframe_by_bucket": round(
+                      results["insert_dataframe_by_bucket_s"] / results["insert_sql_s"], 3),
+                  "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3)}
+        for key, value in report.items():
+            print(f"{key:36} {value}")
+        OUT.mkdir(exist_ok=True)
+        (OUT / "spark_sql.json").write_text(json.dumps(report, indent=2) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

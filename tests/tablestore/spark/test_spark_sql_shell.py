@@ -1,0 +1,78 @@
+"""The managed catalog from PySpark's own `bin/spark-sql` (a JVM-only shell), started by `tablestore sql -f`, i.e.
+with `tablestore.spark.spark_sql_args(...)`; one shell run (a JVM start costs many seconds on 2 cores)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import tablestore
+from tablestore.spark import spark_sql_args
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+CREATE DATABASE IF NOT EXISTS managed.db;
+CREATE TABLE managed.db.orders (
+  id BIGINT NOT NULL, dt STRING NOT NULL, amount DECIMAL(10,2), note STRING COMMENT 'free text',
+  PRIMARY KEY (id, dt) NOT ENFORCED)
+PARTITIONED BY (dt) COMMENT 'orders' TBLPROPERTIES ('log.consistency' = 'eventual');
+INSERT INTO managed.db.orders VALUES (1, 'a', 1.5, 'x'), (2, 'b', 2.5, 'y'), (11, 'a', 3.5, 'z');
+INSERT OVERWRITE managed.db.orders PARTITION (dt = 'b') SELECT 3, 4.5, 'w';
+SELECT concat('row:', id, ':', dt, ':', amount) FROM managed.db.orders WHERE id > 1 ORDER BY id;
+SELECT concat('count:', count(*)) FROM managed.db.from_python;
+SHOW TABLES IN managed.db;
+DESCRIBE TABLE EXTENDED managed.db.orders;
+SHOW CREATE TABLE managed.db.orders;
+ALTER TABLE managed.db.orders SET TBLPROPERTIES ('snapshot.num-retained.max' = '20');
+DROP TABLE managed.db.from_python;
+CREATE TABLE managed.db.scratch (id BIGINT);
+DROP TABLE IF EXISTS managed.db.scratch;
+SHOW TABLES IN managed.db;
+"""
+
+
+def test_spark_sql_args_configure_the_catalog(tmp_path: Path) -> None:
+    args = spark_sql_args(warehouse=str(tmp_path))
+    assert args[0] == "--jars" and Path(args[1]).is_file()
+    confs = dict(a.split("=", 1) for a in args[3::2])
+    assert confs["spark.sql.catalog.managed"] == "tablestore.spark.jvm.catalog.ManagedCatalog"
+    assert confs["spark.sql.catalog.managed.warehouse"] == str(tmp_path)
+    assert confs["spark.sql.extensions"] == "tablestore.spark.jvm.catalog.ManagedExtensions"
+    assert confs["spark.sql.python.filterPushdown.enabled"] == "true"
+    assert confs["spark.pyspark.python"] == sys.executable
+    assert set(args[2::2]) == {"--conf"}
+
+
+def test_a_script_in_pysparks_spark_sql(tmp_path: Path) -> None:
+    warehouse = str(tmp_path / "wh")
+    python_side = tablestore.Catalog(warehouse)
+    python_side.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), False)])
+    python_side.create_table("db.from_python", schema, primary_key=["id"]).write(pa.table({"id": [1, 2]},
+                                                                                         schema=schema))
+    script = tmp_path / "script.sql"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "tablestore.cli", "sql", "--warehouse", warehouse, "-f", str(script)],
+                          capture_output=True, text=True, timeout=540, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout.splitlines()
+    assert [line for line in out if line.startswith("row:")] == ["row:3:b:4.50", "row:11:a:3.50"]
+    assert "count:2" in out                                      # a table the Python API created
+    assert out.count("orders") == 2 and out.count("from_python") == 1 and "scratch" not in out
+    described = {line.split("\t")[0].strip(): line.split("\t")[1].strip() for line in out if "\t" in line}
+    assert described["Comment"] == "orders" and described["Provider"] == "managed"
+    assert described["orders_pk"].startswith("PRIMARY KEY (id, dt) NOT ENFORCED")   # 4.2+: NORELY too
+    assert described["note"] == "string"
+    text = done.stdout
+    assert "PARTITIONED BY (dt)" in text and "CONSTRAINT orders_pk PRIMARY KEY (id, dt) NOT ENFORCED" in text
+
+    assert python_side.list_tables("db") == ["orders"]          # dropped in SQL: gone for Python too
+    orders = python_side.get_table("db.orders")
+    assert orders.options["snapshot.num-retained.max"] == "20"   # an option SQL set
+    assert sorted(orders.read().column("id").to_pylist()) == [1, 3, 11]
