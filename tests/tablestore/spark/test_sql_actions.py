@@ -60,7 +60,8 @@ def test_compact_one_partition_reports_files_before_and_after(warehouse: str) ->
     assert row["files_before"] == 3 and row["max_runs_per_bucket_before"] == 3   # one file per write
     assert row["files_after"] == 1 and row["max_runs_per_bucket_after"] == 1
     assert row["bytes_before"] > row["bytes_after"] > 0
-    detail = {tuple(p["partition"].values()): p["compacted"] for p in table(warehouse).describe()["partitions"]}
+    partitions: Any = table(warehouse).describe()["partitions"]
+    detail = {tuple(p["partition"].values()): p["compacted"] for p in partitions}
     assert detail == {("2024-01-01",): True, ("2024-01-02",): False}   # the other partition was left alone
 
 
@@ -140,7 +141,7 @@ def test_delete_retries_when_another_writer_commits_between_read_and_write(
     t = table(warehouse)
     other = table(warehouse)
     read = tablestore.Table.read
-    raced = []
+    raced: list[int | None] = []
 
     def racing_read(self: tablestore.Table, *a: Any, **k: Any) -> pa.Table:
         rows = read(self, *a, **k)
