@@ -262,8 +262,19 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
             }
             described.add(d);
         }
-        JsonNode meta = call("create_table", args("table", tableName(ident), "schema", schema.json(),
-            "partition_keys", partitionKeys, "constraints", described, "properties", properties));
+        JsonNode meta;
+        try {
+            meta = PythonService.call("create_table", args("table", tableName(ident), "schema", schema.json(),
+                "partition_keys", partitionKeys, "constraints", described, "properties", properties));
+        } catch (PythonServiceException e) {
+            if (e.type().equals("TableAlreadyExistsError")) {   // created concurrently since tableExists
+                throw new TableAlreadyExistsException(ident);
+            }
+            if (e.type().equals("DatabaseNotFoundError")) {
+                throw new NoSuchNamespaceException(ident.namespace());
+            }
+            throw Errors.unchecked(e);
+        }
         return new ManagedTable(this, ident, meta, Map.of());
     }
 
