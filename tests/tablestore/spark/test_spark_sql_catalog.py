@@ -178,6 +178,9 @@ def test_time_travel_version_and_timestamp(spark: Any, python_catalog: tablestor
     at = first.time.strftime("%Y-%m-%d %H:%M:%S.%f")
     assert rows(spark, f"SELECT id FROM managed.{db}.t TIMESTAMP AS OF '{at}' ORDER BY id") == [(1,)]
     assert rows(spark, f"SELECT id FROM managed.{db}.t ORDER BY id") == [(1,), (2,)]
+    assert "snapshot 99" in error_of(spark, f"SELECT id FROM managed.{db}.t VERSION AS OF 99").lower()
+    assert "PYTHON_DATA_SOURCE_ERROR" not in error_of(spark, f"SELECT id FROM managed.{db}.t TIMESTAMP AS OF "
+                                                             "'2000-01-01'")
 
 
 def test_alter_table_options_one_source_of_truth(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
