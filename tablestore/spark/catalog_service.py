@@ -23,9 +23,7 @@ import pyarrow as pa
 
 import catalog
 from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
-from tablestore.spark.sql_tables import (
-    create_table, drop_table, load_table, alter_table, table_catalog,
-)
+from tablestore.spark.sql_tables import alter_table, create_table, drop_table, load_table, table_catalog
 
 log = logging.getLogger(__name__)
 

@@ -124,8 +124,22 @@ def create_table(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
-    handle = table_catalog(args).get_table(identifier(args))
+    """The table's metadata; with `version` (VERSION AS OF) or `timestamp_ms` (TIMESTAMP AS OF), also the snapshot
+    that reads it (`read_snapshot_id`), resolved now so that a bad one is an analysis error."""
+    table = identifier(args)
+    handle = table_catalog(args).get_table(table)
     schema = handle.schema
+    read_snapshot_id = None
+    if args.get("version") is not None or args.get("timestamp_ms") is not None:
+        version = args.get("version")
+        if version is not None and not str(version).isdigit():
+            raise SqlTableError(f"table {table!r}: VERSION AS OF takes a snapshot id (a number), got {version!r}")
+        timestamp = args.get("timestamp_ms")
+        snapshot = handle.store.resolve_snapshot(None if version is None else int(str(version)),
+                                                 None if timestamp is None else int(timestamp))
+        if snapshot is None:
+            raise SqlTableError(f"table {table!r} has no snapshot to travel to")
+        read_snapshot_id = snapshot.id
     return {
         "schema": spark_json(schema.arrow_schema),
         "partition_keys": list(schema.partition_keys),
@@ -134,6 +148,7 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "comment": schema.comment,
         "bucket": handle.options.bucket,
         "snapshot_id": handle.store.snapshots.latest_id(),
+        "read_snapshot_id": read_snapshot_id,
     }
 
 

@@ -61,6 +61,7 @@ def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Ca
     spark.sql(ORDERS.format(db=db))
     spark.sql(ORDERS.format(db=db))   # IF NOT EXISTS
     assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "orders", False)]
+    assert "TABLE_OR_VIEW_ALREADY_EXISTS" in error_of(spark, ORDERS.format(db=db).replace(" IF NOT EXISTS", ""))
     spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1.5, 'x'), (2, 'b', 2.5, 'y'), (11, 'a', 3.5, 'z')")
     spark.sql(f"INSERT INTO managed.{db}.orders SELECT 1L, 'a', 9.0, 'upsert'")   # a primary-key table upserts
     assert rows(spark, f"SELECT * FROM managed.{db}.orders ORDER BY id") == [
@@ -81,6 +82,10 @@ def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Ca
     for part in ("PRIMARY KEY (id, dt) NOT ENFORCED", "PARTITIONED BY (dt)", "COMMENT 'orders'",
                  "COMMENT 'free text'", "'log.consistency' = 'eventual'", "id BIGINT NOT NULL"):
         assert part in ddl
+    spark.sql(ddl.replace(f"managed.{db}.orders", f"managed.{db}.again"))   # SHOW CREATE TABLE runs as it is
+    again = python_catalog.get_table(f"{db}.again")
+    assert (again.schema, again.primary_key, again.partition_by) == (
+        python_catalog.get_table(f"{db}.orders").schema, ["id", "dt"], ["dt"])
 
     table = python_catalog.get_table(f"{db}.orders")   # the Python API sees the table SQL created
     assert (table.primary_key, table.partition_by) == (["id", "dt"], ["dt"])
@@ -173,6 +178,9 @@ def test_time_travel_version_and_timestamp(spark: Any, python_catalog: tablestor
     at = first.time.strftime("%Y-%m-%d %H:%M:%S.%f")
     assert rows(spark, f"SELECT id FROM managed.{db}.t TIMESTAMP AS OF '{at}' ORDER BY id") == [(1,)]
     assert rows(spark, f"SELECT id FROM managed.{db}.t ORDER BY id") == [(1,), (2,)]
+    assert "snapshot 99" in error_of(spark, f"SELECT id FROM managed.{db}.t VERSION AS OF 99").lower()
+    assert "PYTHON_DATA_SOURCE_ERROR" not in error_of(spark, f"SELECT id FROM managed.{db}.t TIMESTAMP AS OF "
+                                                             "'2000-01-01'")
 
 
 def test_alter_table_options_one_source_of_truth(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:

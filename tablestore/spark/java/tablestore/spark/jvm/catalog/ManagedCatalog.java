@@ -194,28 +194,35 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
     /** Time travel: {@code VERSION AS OF n} reads snapshot n. */
     @Override
     public Table loadTable(Identifier ident, String version) throws NoSuchTableException {
-        return loadTable(ident, Map.of("snapshot-id", version));
+        return loadTable(ident, Map.of("version", version));
     }
 
-    /** Time travel: {@code TIMESTAMP AS OF t} (Spark passes microseconds) reads the snapshot current at t. */
+    /**
+     * Time travel: {@code TIMESTAMP AS OF t} (Spark passes microseconds) reads the snapshot current at t, resolved
+     * when the query is analysed.
+     */
     @Override
     public Table loadTable(Identifier ident, long timestampMicros) throws NoSuchTableException {
-        return loadTable(ident, Map.of("timestamp-ms", Long.toString(Math.floorDiv(timestampMicros, 1000L))));
+        return loadTable(ident, Map.of("timestamp_ms", Math.floorDiv(timestampMicros, 1000L)));
     }
 
-    protected Table loadTable(Identifier ident, Map<String, String> readOptions) throws NoSuchTableException {
+    protected Table loadTable(Identifier ident, Map<String, Object> travel) throws NoSuchTableException {
         JsonNode meta;
         try {
             if (SystemTable.isSystemName(ident)) {   // db.`t$snapshots`, db.`t$files`
                 return SystemTable.load(this, ident);
             }
-            meta = PythonService.call("load_table", args("table", tableName(ident)));
+            Map<String, Object> args = args("table", tableName(ident));
+            args.putAll(travel);
+            meta = PythonService.call("load_table", args);
         } catch (PythonServiceException e) {
             if (e.type().equals("TableNotFoundError") || e.type().equals("InvalidIdentifierError")) {
                 throw new NoSuchTableException(ident);
             }
             throw Errors.unchecked(e);
         }
+        Map<String, String> readOptions = meta.hasNonNull("read_snapshot_id")
+            ? Map.of("snapshot-id", meta.get("read_snapshot_id").asText()) : Map.of();
         return new ManagedTable(this, ident, meta, readOptions);
     }
 
@@ -265,8 +272,19 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
             }
             described.add(d);
         }
-        JsonNode meta = call("create_table", args("table", tableName(ident), "schema", schema.json(),
-            "partition_keys", partitionKeys, "constraints", described, "properties", properties));
+        JsonNode meta;
+        try {
+            meta = PythonService.call("create_table", args("table", tableName(ident), "schema", schema.json(),
+                "partition_keys", partitionKeys, "constraints", described, "properties", properties));
+        } catch (PythonServiceException e) {
+            if (e.type().equals("TableAlreadyExistsError")) {   // created concurrently since tableExists
+                throw new TableAlreadyExistsException(ident);
+            }
+            if (e.type().equals("DatabaseNotFoundError")) {
+                throw new NoSuchNamespaceException(ident.namespace());
+            }
+            throw Errors.unchecked(e);
+        }
         return new ManagedTable(this, ident, meta, Map.of());
     }
 
