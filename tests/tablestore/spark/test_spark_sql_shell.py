@@ -57,9 +57,11 @@ def test_a_script_in_pysparks_spark_sql(tmp_path: Path) -> None:
                                                                                          schema=schema))
     script = tmp_path / "script.sql"
     script.write_text(SCRIPT)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    root = str(Path(__file__).resolve().parents[3])
+    pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": pythonpath}
     done = subprocess.run([sys.executable, "-m", "tablestore.cli", "sql", "--warehouse", warehouse, "-f", str(script)],
-                          capture_output=True, text=True, timeout=540, env=env)
+                          capture_output=True, text=True, timeout=540, env=env, cwd=tmp_path)   # its metastore_db
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.splitlines()
     assert [line for line in out if line.startswith("row:")] == ["row:3:b:4.50", "row:11:a:3.50"]
