@@ -332,14 +332,16 @@ class Table:
         }
 
     def _describe_log(self) -> dict[str, str]:
-        """The log system and, for kafka, its topic, bootstrap servers, formats and modes."""
+        """The log system and, for kafka, its topic, bootstrap servers, formats, modes and retention (FLIP-188's
+        log.retention: the topic's retention.ms, or the Kafka cluster's default)."""
         log_store = self._handle.log
         if log_store is None:
             return {"system": "none"}
         o = log_store.options
         return {"system": "kafka", "topic": o.topic, "bootstrap": o.bootstrap_servers, "format": o.format,
                 "key-format": o.key_format if self.primary_key else "none", "changelog-mode": o.changelog_mode,
-                "consistency": o.consistency, "scan": o.scan}
+                "consistency": o.consistency, "scan": o.scan,
+                "retention": "cluster default" if o.retention_ms is None else f"{o.retention_ms} ms"}
 
     def latest_snapshot_id(self) -> int | None:
         return self._store.snapshots.latest_id()

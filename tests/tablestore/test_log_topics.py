@@ -115,7 +115,7 @@ def test_describe_names_the_log_system_and_topic(tmp_path: Path, kafka_bootstrap
     assert log == {  # type: ignore[comparison-overlap]
         "system": "kafka", "topic": options["log.topic"], "bootstrap": kafka_bootstrap,  # type: ignore[index]
         "format": "debezium-avro", "key-format": "json", "changelog-mode": "upsert",
-        "consistency": "transactional", "scan": "full",
+        "consistency": "transactional", "scan": "full", "retention": "cluster default",
     }
     # a fresh catalog reading the stored table sees the same log
     again = tablestore.Catalog(str(tmp_path / "wh")).get_table("db.t")

@@ -181,3 +181,23 @@ def test_the_catalog_service_serves_these_actions(warehouse: str) -> None:
     assert response["ok"] and response["result"]["rows"][0][0] == "db.orders"
     response = handle({"id": 8, "action": "compact", "args": {"warehouse": warehouse, "table": "db.nope"}}, actions())
     assert response["error"]["type"] == "TableNotFoundError"
+
+
+@pytest.mark.kafka
+def test_describe_detail_and_snapshots_of_a_table_with_a_log(tmp_path: Path, kafka_bootstrap: str) -> None:
+    options = {"table-storage.log.properties.bootstrap.servers": kafka_bootstrap}
+    cat = tablestore.Catalog(str(tmp_path), options=options)
+    cat.create_database("db")
+    t = cat.create_table("db.logged", schema=SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    try:
+        t.write(pa.table({"id": [1, 2], "dt": ["a", "b"], "amount": [1.0, 2.0]}, schema=SCHEMA))
+        args = {"table": "db.logged", "options": options}
+        [row] = call(str(tmp_path), "describe_detail", **args)
+        assert (row["log_system"], row["log_topic"], row["log_bootstrap_servers"]) == (
+            "kafka", t.options["log.topic"], kafka_bootstrap)
+        assert row["log"]["retention"] == "cluster default" and row["log"]["changelog-mode"] == "upsert"
+        [snap] = call(str(tmp_path), "system_table", name="snapshots", **args)
+        assert snap["log_offsets"] == {0: 2}   # Kafka partition 0 (bucket 0) up to offset 2
+    finally:
+        t.close()
+        cat.drop_table("db.logged")
