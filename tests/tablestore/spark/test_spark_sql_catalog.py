@@ -97,7 +97,8 @@ def test_create_insert_select_describe(spark: Any, python_catalog: tablestore.Ca
 
 def test_session_defaults_set_in_sql_reach_create_table(spark: Any, python_catalog: tablestore.Catalog,
                                                         db: str) -> None:
-    spark.sql(f"SET `{SESSION_BUCKET}` = 4")
+    spark.sql(f"SET {SESSION_BUCKET} = 4;")   # the form: the key unquoted although it has a '-'
+    assert spark.conf.get(SESSION_BUCKET) == "4"
     try:
         spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, v STRING) TBLPROPERTIES ('primary-key' = 'id')")
     finally:

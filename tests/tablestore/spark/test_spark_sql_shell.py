@@ -30,7 +30,9 @@ DESCRIBE TABLE EXTENDED managed.db.orders;
 SHOW CREATE TABLE managed.db.orders;
 ALTER TABLE managed.db.orders SET TBLPROPERTIES ('snapshot.num-retained.max' = '20');
 DROP TABLE managed.db.from_python;
+SET spark.sql.catalog.managed.table-storage.bucket = 4;
 CREATE TABLE managed.db.scratch (id BIGINT);
+CREATE TABLE managed.db.t2 (id BIGINT NOT NULL, v STRING) TBLPROPERTIES ('primary-key' = 'id');
 DROP TABLE IF EXISTS managed.db.scratch;
 SHOW TABLES IN managed.db;
 """
@@ -67,6 +69,7 @@ def test_a_script_in_pysparks_spark_sql(tmp_path: Path) -> None:
     assert [line for line in out if line.startswith("row:")] == ["row:3:b:4.50", "row:11:a:3.50"]
     assert "count:2" in out                                      # a table the Python API created
     assert out.count("orders") == 2 and out.count("from_python") == 1 and "scratch" not in out
+    assert python_side.get_table("db.t2").options["bucket"] == "4"   # the session default SET gave
     described = {line.split("\t")[0].strip(): line.split("\t")[1].strip() for line in out if "\t" in line}
     assert described["Comment"] == "orders" and described["Provider"] == "managed"
     assert described["orders_pk"].startswith("PRIMARY KEY (id, dt) NOT ENFORCED")   # 4.2+: NORELY too
@@ -74,7 +77,7 @@ def test_a_script_in_pysparks_spark_sql(tmp_path: Path) -> None:
     text = done.stdout
     assert "PARTITIONED BY (dt)" in text and "CONSTRAINT orders_pk PRIMARY KEY (id, dt) NOT ENFORCED" in text
 
-    assert python_side.list_tables("db") == ["orders"]          # dropped in SQL: gone for Python too
+    assert python_side.list_tables("db") == ["orders", "t2"]    # dropped in SQL: gone for Python too
     orders = python_side.get_table("db.orders")
     assert orders.options["snapshot.num-retained.max"] == "20"   # an option SQL set
     assert sorted(orders.read().column("id").to_pylist()) == [1, 3, 11]

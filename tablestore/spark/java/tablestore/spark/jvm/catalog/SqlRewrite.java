@@ -45,6 +45,10 @@ final class SqlRewrite {
      * {catalog, database, table} when they name a table of a managed catalog, else null.
      */
     static String rewrite(String sql, Function<List<String>, String[]> resolve) {
+        String set = quoteSetKey(sql);
+        if (set != null) {
+            return set;
+        }
         if (!startsWithOurKeyword(sql)) {
             return null;   // cheap: most statements (a long INSERT ... VALUES) are never tokenized
         }
@@ -162,6 +166,20 @@ final class SqlRewrite {
             pos += 3;
         } while (accept(","));
         return accept(")") ? spec : null;
+    }
+
+    /** A SET statement's key of letters, digits, '_', '.', ':' and '-' with a '-' in it. */
+    private static final java.util.regex.Pattern SET_KEY = java.util.regex.Pattern.compile(
+        "(?is)^\\s*SET\\s+([A-Za-z0-9_.:]*-[A-Za-z0-9_.:-]*)\\s*=(.*?)[\\s;]*$");
+
+    /**
+     * {@code SET spark.sql.catalog.managed.table-storage.bucket = 4}: Spark's own SET accepts a key with a '-' only
+     * in backquotes (the catalog's session options all have one: {@code table-storage.}); the key is quoted for it.
+     * Null for any other statement.
+     */
+    static String quoteSetKey(String sql) {
+        java.util.regex.Matcher m = SET_KEY.matcher(sql);
+        return m.matches() ? "SET `" + m.group(1) + "` =" + m.group(2) : null;
     }
 
     private static boolean startsWithOurKeyword(String sql) {
