@@ -39,6 +39,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * thread-local that the next {@code inferSchema} or {@code getTable} on the thread takes (once); {@code inferSchema}
  * then asks the Python source for the changelog schema (option {@value #CHANGES_OPTION}). Spark never uses the V1
  * fallback for this source (its table supports micro-batch reads): {@link #createSource} refuses.
+ *
+ * <p>Batch scans also read the splits that need no merge with Spark's own Parquet reader: {@link ProviderTable}.
  */
 public class ManagedProvider implements TableProvider, StreamSourceProvider {
     /** The short name of the data source, Python's as well. */
@@ -49,6 +51,8 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
     private static final ThreadLocal<Map<String, String>> STREAMING_READ = new ThreadLocal<>();
 
     private PythonDataSourceV2 python;
+    /** Where this provider's table has the Python reader write its raw-split plan (see {@link ProviderTable}). */
+    private final String planFile = ProviderTable.newPlanFile();
 
     private PythonDataSourceV2 python() {
         if (python == null) {
@@ -72,6 +76,13 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
         return new CaseInsensitiveStringMap(out);
     }
 
+    /** The options with the raw-plan file: the Python source created here (and cached) serves the later scans. */
+    private CaseInsensitiveStringMap withPlan(Map<String, String> options) {
+        Map<String, String> out = new HashMap<>(options);
+        out.put(ProviderTable.RAW_PLAN_OPTION, planFile);
+        return new CaseInsensitiveStringMap(out);
+    }
+
     /** Whether the options are those of the streaming read announced on this thread (the announcement is taken). */
     private static boolean takeStreamingRead(Map<String, String> options) {
         Map<String, String> pending = STREAMING_READ.get();
@@ -84,7 +95,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
         if (takeStreamingRead(options.asCaseSensitiveMap())) {
             return python().inferSchema(withChanges(options.asCaseSensitiveMap()));
         }
-        return python().inferSchema(options);
+        return python().inferSchema(withPlan(options.asCaseSensitiveMap()));
     }
 
     @Override
@@ -95,7 +106,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         STREAMING_READ.remove();
-        return python().getTable(schema, partitioning, properties);
+        return new ProviderTable(python().getTable(schema, partitioning, properties), planFile);
     }
 
     @Override
