@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -72,7 +73,8 @@ def main() -> None:
     cat.create_database("db")
     opts = {"bucket": str(args.buckets), "write-only": "true"}
     n = args.rows
-    results: dict[str, Any] = {"rows": n, "buckets": args.buckets, "spark": spark.version}
+    results: dict[str, Any] = {"rows": n, "buckets": args.buckets, "spark": spark.version,
+                               "loadavg_start": os.getloadavg()[0]}
     try:
         source = work / "source.parquet"
         pq.write_table(_data(n, 1, n), source, row_group_size=1 << 20)
@@ -118,6 +120,7 @@ def main() -> None:
             managed_read_5runs_s=lambda: spark.read.format("managed").load("db.r5")
             .write.format("noop").mode("overwrite").save()))
     finally:
+        results["loadavg_end"] = os.getloadavg()[0]
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     results["write_ratio"] = results["parquet_write_s"] / results["managed_write_s"]
