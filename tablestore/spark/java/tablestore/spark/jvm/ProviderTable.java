@@ -68,6 +68,16 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         this.planFile = planFile;
     }
 
+    /**
+     * {@code python} (a {@code PythonTable} of a fresh {@code PythonDataSourceV2}, named {@code managed}) with its
+     * batch scans reading raw splits in the JVM. For other JVM callers of the Python source (a catalog's table):
+     * the Python source must be created by the scan (its options then carry the plan file), as a fresh
+     * {@code PythonDataSourceV2} per scan does.
+     */
+    public static ProviderTable of(Table python) {
+        return new ProviderTable(python, newPlanFile());
+    }
+
     /** A new file path for a raw plan (the file is not created). */
     static synchronized String newPlanFile() {
         try {
