@@ -2,7 +2,7 @@
 
     python bench/spark_datasource_bench.py [--rows 5000000] [--buckets 2]
 
-Measures (each the best of --repeat runs):
+Measures (each the best of --repeat runs, the runs compared interleaved: a b a b, as the machine's load drifts):
 - write: the same DataFrame (read from a Parquet file) written with `format("managed")` into a primary-key table
   vs `df.write.parquet`, both zstd (target: managed >= 50% of Parquet's rows/s); also after
   `distribute_by_bucket` (one writer per bucket: a Python pass and a shuffle more);
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -43,20 +44,23 @@ def _data(rows: int, seed: int, key_space: int) -> pa.Table:
                      "d": rng.integers(0, 1000, rows).astype(np.int32)}, schema=SCHEMA)
 
 
-def _best(repeat: int, run: Callable[[], Any]) -> float:
-    times = []
+def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
+    """The best time of each run, the runs interleaved (a b c a b c ...): on a shared machine the load drifts over
+    minutes, and the ratios compare runs made under the same load."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(t) for name, t in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--buckets", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tablestore-spark-bench-"))
     wh = work / "wh"
@@ -69,7 +73,8 @@ def main() -> None:
     cat.create_database("db")
     opts = {"bucket": str(args.buckets), "write-only": "true"}
     n = args.rows
-    results: dict[str, Any] = {"rows": n, "buckets": args.buckets, "spark": spark.version}
+    results: dict[str, Any] = {"rows": n, "buckets": args.buckets, "spark": spark.version,
+                               "loadavg_start": os.getloadavg()[0]}
     try:
         source = work / "source.parquet"
         pq.write_table(_data(n, 1, n), source, row_group_size=1 << 20)
@@ -95,27 +100,27 @@ def main() -> None:
             cat.create_table("db.wb", SCHEMA, primary_key=["id"], options=opts)
             tablestore.spark.distribute_by_bucket(df, "db.wb").write.format("managed").mode("append").save("db.wb")
 
-        results["parquet_write_s"] = _best(args.repeat, parquet_write)
-        results["managed_write_s"] = _best(args.repeat, managed_write)
-        results["managed_write_by_bucket_s"] = _best(args.repeat, managed_write_by_bucket)
+        results.update(_best(args.repeat, parquet_write_s=parquet_write, managed_write_s=managed_write,
+                             managed_write_by_bucket_s=managed_write_by_bucket))
 
         # -- read of a compacted table
         compacted = cat.get_table("db.w")
         compacted.compact(full=True)
         results["compacted_files"] = len(compacted.files())
-        results["parquet_read_s"] = _best(args.repeat, lambda: spark.read.parquet(str(work / "pq"))
-                                          .write.format("noop").mode("overwrite").save())
-        results["managed_read_compacted_s"] = _best(args.repeat, lambda: spark.read.format("managed").load("db.w")
-                                                    .write.format("noop").mode("overwrite").save())
-
         # -- read of a table with 5 sorted runs per bucket (5 writes of n/5 rows over the same key space)
         runs5 = cat.create_table("db.r5", SCHEMA, primary_key=["id"], options=opts)
         for i in range(5):
             runs5.write(_data(n // 5, 10 + i, n))
         results["runs5_files"] = len(runs5.files())
-        results["managed_read_5runs_s"] = _best(args.repeat, lambda: spark.read.format("managed").load("db.r5")
-                                                .write.format("noop").mode("overwrite").save())
+        results.update(_best(
+            args.repeat,
+            parquet_read_s=lambda: spark.read.parquet(str(work / "pq")).write.format("noop").mode("overwrite").save(),
+            managed_read_compacted_s=lambda: spark.read.format("managed").load("db.w")
+            .write.format("noop").mode("overwrite").save(),
+            managed_read_5runs_s=lambda: spark.read.format("managed").load("db.r5")
+            .write.format("noop").mode("overwrite").save()))
     finally:
+        results["loadavg_end"] = os.getloadavg()[0]
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     results["write_ratio"] = results["parquet_write_s"] / results["managed_write_s"]

@@ -22,7 +22,7 @@ from filestore import compact_pick
 from filestore.datafile import read_data_file
 from filestore.errors import SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge
-from filestore.meta import ValueKind
+from filestore.meta import DataFileMeta, ValueKind
 from filestore.parallel import pool
 from filestore.scan import Split, check_filter
 
@@ -94,6 +94,14 @@ class SplitRead:
             return run
         records = self.read_records(split, filter)
         return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final)
+
+    def plain_files(self, split: Split) -> tuple[DataFileMeta, ...] | None:
+        """The split's files in key order when their row columns, read as they are, are exactly what `read` gives
+        (a primary-key table's one sorted run without deletes, and no filter to apply); else None. Another reader
+        (Spark's own Parquet reader) may then read them."""
+        if self.filter is not None or not self.single_run(split) or any(f.delete_row_count for f in split.files):
+            return None
+        return tuple(sorted(split.files, key=lambda f: f.min_key))
 
     def read(self, split: Split) -> pa.Table:
         s = self.store.schema

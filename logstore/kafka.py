@@ -4,6 +4,7 @@ name the bootstrap servers and topic concerned."""
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Mapping
 
@@ -102,20 +103,36 @@ class KafkaAdmin:
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
 
         def query(spec: OffsetSpec) -> dict[int, int]:
-            futures = self._admin().list_offsets(
-                {TopicPartition(topic, p): spec for p in range(partitions)},
-                isolation_level=level, request_timeout=self._timeout_s,
-            )
-            try:
-                return {tp.partition: f.result(timeout=self._timeout_s).offset for tp, f in futures.items()}
-            except (KafkaException, FutureTimeoutError) as e:
-                raise TopicError(f"could not list the offsets of topic {topic!r} on {self.bootstrap}: {e}") from None
+            # a topic created a moment ago may have no partition leader yet (NOT_LEADER_FOR_PARTITION,
+            # LEADER_NOT_AVAILABLE: retriable errors): ask again within the request timeout
+            deadline = time.monotonic() + self._timeout_s
+            while True:
+                futures = self._admin().list_offsets(
+                    {TopicPartition(topic, p): spec for p in range(partitions)},
+                    isolation_level=level, request_timeout=self._timeout_s,
+                )
+                try:
+                    return {tp.partition: f.result(timeout=self._timeout_s).offset for tp, f in futures.items()}
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    if isinstance(err, KafkaError) and (err.retriable() or err.code() in _NO_LEADER_YET) and (
+                            time.monotonic() < deadline):
+                        time.sleep(0.1)
+                        continue
+                    raise TopicError(
+                        f"could not list the offsets of topic {topic!r} on {self.bootstrap}: {e}") from None
+                except FutureTimeoutError as e:
+                    raise TopicError(
+                        f"could not list the offsets of topic {topic!r} on {self.bootstrap}: {e}") from None
 
         end = query(OffsetSpec.latest())  # before the timestamp lookup: a miss there starts no later than this
         if timestamp_ms is None:
             return end
         found = query(OffsetSpec.for_timestamp(timestamp_ms))
         return {p: o if o >= 0 else end[p] for p, o in found.items()}
+
+
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 def producer_config(properties: Mapping[str, str], transactional_id: str | None) -> dict[str, Any]:

@@ -5,6 +5,11 @@
 Spark finds it without a register call: the top-level module `pyspark_managed` (installed with tablestore)
 exposes `DefaultSource`, which PySpark's static lookup registers under `name()` in every session whose Python
 workers can import it. That module stays light (every session imports it) and builds this one's classes.
+With the tablestore Spark jar on the classpath (`tablestore.spark.session()` puts it there), `format("managed")`
+resolves to the JVM class `managed.DefaultSource` first (tablestore/spark/java/tablestore/spark/jvm/
+ManagedProvider.java), which delegates everything to this Python source and tells it when Spark asks for the
+schema of a streaming read (`CHANGES_OPTION`): `spark.readStream.format("managed").load("db.t")` then gets
+`_row_kind` + the table's columns without a schema.
 
 Options (Spark lowercases their keys):
 - the path (`load("db.t")` / `save("db.t")`) or `table`: the table identifier;
@@ -84,10 +89,21 @@ def int_option(options: Mapping[str, str], key: str, table: str) -> int | None:
         raise DataSourceOptionError(f"table {table!r}: option {key!r} must be an integer, got {value!r}") from None
 
 
+CHANGES_OPTION = "__read-changes"
+"""Set by the JVM provider (tablestore/spark/java/tablestore/spark/jvm/ManagedProvider.java, the same constant) when
+Spark asks for the schema of a streaming read: `schema()` then answers `_row_kind` + the table's columns."""
+
+
 def schema_of(options: Mapping[str, str]) -> "StructType":
+    """The table's schema; the changelog schema of its changes when the JVM provider says the read is a stream."""
     from tablestore.spark.types import spark_schema
 
-    return spark_schema(table_ref(options).handle().schema.arrow_schema)
+    ref = table_ref(options)
+    if str(dict(options).get(CHANGES_OPTION, "")).lower() == "true":
+        from tablestore.spark.stream_read import changes_schema
+
+        return spark_schema(changes_schema(ref))
+    return spark_schema(ref.handle().schema.arrow_schema)
 
 
 def reader(options: Mapping[str, str], schema: "StructType") -> Any:

@@ -8,14 +8,24 @@
 3. `read` (executor) reopens the table, merge-reads the split (`FileStore.new_read`) with the exact filter, and
    returns Arrow batches in exactly the Arrow schema PySpark expects. A split that is one sorted run without
    deletes is read without a merge: `SplitRead` decides that, the same for every reader (Python API, compaction).
+4. Around the Python worker: when the JVM provider (the tablestore Spark jar) plans the scan, it passes a file path
+   in the option `RAW_PLAN_OPTION`. `partitions` then leaves out the splits Spark's own vectorized Parquet reader
+   can read as they are (`SplitRead.plain_files`: one sorted run, no deletes, no filter to apply; local Parquet
+   files; flat column types whose Parquet reading gives the table's Spark types) and writes them to that file as
+   JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per split, in key order]}`. The JVM
+   reads those splits itself (ManagedProvider.java, `RawSplitReader`) and the other `n` through this reader.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+import json
+import os
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from filestore import Split
@@ -25,6 +35,21 @@ from tablestore.spark.types import read_schema, to_spark_batch
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
+
+    from filestore import FileStore
+
+RAW_PLAN_OPTION = "__raw-plan"
+"""Set by the JVM provider (ManagedProvider.java, the same constant): where `partitions` writes the splits the JVM
+reads with Spark's Parquet reader."""
+
+
+def _raw_readable(type_: pa.DataType) -> bool:
+    """Types Spark's Parquet reader gives back as the table's Spark type (see tablestore.spark.types)."""
+    t = pa.types
+    return (t.is_boolean(type_) or t.is_int8(type_) or t.is_int16(type_) or t.is_int32(type_) or t.is_int64(type_)
+            or t.is_float32(type_) or t.is_float64(type_) or t.is_string(type_) or t.is_large_string(type_)
+            or t.is_binary(type_) or t.is_large_binary(type_) or t.is_date32(type_)
+            or (t.is_decimal128(type_) and type_.precision <= 38))
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,7 @@ class ManagedReader(DataSourceReader):
         self.spark_schema = schema
         self.prune: pc.Expression | None = None
         self.exact: pc.Expression | None = None
+        self.raw_plan: str | None = options.get(RAW_PLAN_OPTION)
 
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         done = translate(filters, self.table_schema)
@@ -61,7 +87,30 @@ class ManagedReader(DataSourceReader):
         store = self.ref.handle().store
         snapshot = store.resolve_snapshot(self.snapshot_id, self.timestamp_ms)
         splits = store.new_scan().plan(snapshot, self.prune)
+        if self.raw_plan is not None:
+            raw, splits = self._raw_splits(store, splits)
+            plan = {"python_partitions": len(splits), "columns": self.table_schema.names, "raw": raw}
+            with open(self.raw_plan, "w", encoding="utf-8") as out:
+                json.dump(plan, out)
         return [SplitPartition(s) for s in splits] or [SplitPartition(None)]
+
+    def _raw_splits(self, store: "FileStore", splits: Sequence[Split]) -> tuple[list[list[str]], list[Split]]:
+        """The splits Spark's Parquet reader can read as they are (their files' absolute paths), and the others."""
+        if (self.exact is not None or store.options.file_format != "parquet"
+                or not isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
+                or not all(_raw_readable(f.type) for f in self.table_schema)):
+            return [], list(splits)
+        read = store.new_read(None, None)
+        raw: list[list[str]] = []
+        rest: list[Split] = []
+        for split in splits:
+            files = read.plain_files(split)
+            if files is None:
+                rest.append(split)
+            else:
+                raw.append([os.path.abspath(store.data_file_path(split.partition, split.bucket, f.file_name))
+                            for f in files])
+        return raw, rest
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitPartition)

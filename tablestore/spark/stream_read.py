@@ -1,5 +1,7 @@
-"""Streaming reads of a table's changes: `tablestore.spark.read_changes(spark, "db.orders", scan=...)`, i.e.
-`spark.readStream.format("managed").schema(<_row_kind + the table's columns>).load("db.orders")`.
+"""Streaming reads of a table's changes: `spark.readStream.format("managed").load("db.orders")` (with the tablestore
+Spark jar on the classpath, whose JVM provider asks for the changelog schema: see datasource.CHANGES_OPTION), or
+`tablestore.spark.read_changes(spark, "db.orders", scan=...)`, i.e.
+`spark.readStream.format("managed").schema(<_row_kind + the table's columns>).load("db.orders")`, which needs no jar.
 
 Offsets (JSON, checkpointed by Spark; a restart resumes exactly at the last committed end):
 - a table with a log: `{"base": S or null, "log": {partition: offset}}`. `scan=full` starts with base = the
@@ -67,7 +69,9 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = [f.name for f in schema]
         if not names or names[0] != ROW_KIND_COLUMN:
             raise DataSourceOptionError(
-                f"table {table!r}: a streaming read returns `{ROW_KIND_COLUMN}` + the table's columns: use "
+                f"table {table!r}: a streaming read returns `{ROW_KIND_COLUMN}` + the table's columns; without the "
+                "tablestore Spark jar on the session's classpath (spark.jars = tablestore.spark.jar_path()) Spark "
+                "gives a streaming read the batch schema: put the jar there, or use "
                 "tablestore.spark.read_changes(spark, table), which gives Spark that schema")
         self.scan = options.get("scan", "full").lower()
         if self.scan not in SCANS:

@@ -13,21 +13,37 @@ Each micro-batch is one job of tablestore/spark/write.py, committed exactly once
    the log is repaired if the crash fell between the snapshot and the log commit (`TableWriter.recover_log`);
 4. `abort(messages, batch_id)` deletes the batch's files unless its snapshot is in.
 The query id is stable across restarts from one checkpoint; a new checkpoint is a new query (a new commit user).
+
+Spark runs each batch's commit in a driver-side Python worker that it reuses for the next batches: the write
+session of step 2 stays open there between batches (`_SESSIONS`, a few per process), so a batch does not start a
+Kafka producer again (`init_transactions`: 50-500 ms) nor reload the table. A session is kept only after a commit
+that succeeded (then its producer has no open transaction); any failure closes it, and the next batch (or Spark's
+replay of this one) opens a fresh one, which fences the old producer as before. The key holds everything the
+session was opened with (table identity, options, schema, query, transactional id): a table altered or dropped and
+created again gets a new session.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from filestore import CommitMessage
 from tablestore.spark.write import ManagedWriter, SparkWriteError, TaskCommit, _delete
+from tablestore.writer import TableWriter
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from filestore import FileStore, Snapshot
+
+SessionKey = tuple[Hashable, str, str]
+"""(the table's state, see ManagedWriter.table_state; query id; transactional id)"""
+_SESSIONS: "OrderedDict[SessionKey, TableWriter]" = OrderedDict()
+"""Open write sessions of this Python worker, by `_session_key`, least recently used first."""
+_KEEP_SESSIONS = 4
 
 
 @dataclass(frozen=True)
@@ -72,14 +88,24 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
             return  # no task ran: nothing was written
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         transactional_id = f"tablestore-{self.ref.identifier}-{query_id}"
-        with self.session(commit_user(query_id), transactional_id) as session:
+        key: SessionKey = (self.table_state, query_id, transactional_id)
+        session = _SESSIONS.pop(key, None) or self.session(commit_user(query_id), transactional_id)
+        try:
             session.commit_prepared(everything, batchId + 1, log=self.change_tracking)
+        except BaseException:
+            session.close()   # its producer may hold an open or doomed transaction: the next batch starts afresh
+            raise
+        _SESSIONS[key] = session
+        while len(_SESSIONS) > _KEEP_SESSIONS:
+            _SESSIONS.popitem(last=False)[1].close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         query_id = self._query(messages, batchId)
         if query_id is None:
             return
         store = self.ref.handle().store
+        for key in [k for k in _SESSIONS if k[1] == query_id]:
+            _SESSIONS.pop(key).close()
         if store.new_commit(commit_user(query_id)).find_committed(batchId + 1) is not None:
             return  # the batch is in: its files are the table's
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])

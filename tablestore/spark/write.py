@@ -103,6 +103,9 @@ class ManagedWriter(DataSourceArrowWriter):
         elif overwrite:
             self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
         self.change_tracking = _change_tracking(options, dict(handle.options.raw), table)
+        # what a write session opened on this table depends on (see stream_write._SESSIONS)
+        self.table_state = (self.ref, handle.store.paths.root, tuple(sorted(dict(handle.options.raw).items())),
+                            handle.store.schema.id, handle.log.options.topic if handle.log is not None else None)
         base = handle.store.snapshots.latest()
         self.base_snapshot_id = None if base is None else base.id
         self.commit_user = f"spark-{uuid.uuid4()}"

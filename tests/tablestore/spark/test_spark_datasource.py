@@ -76,6 +76,29 @@ def test_spark_reads_what_python_reads_with_any_pushed_filter(
                                                                          for r in everything.to_pylist()])
 
 
+def test_splits_without_a_merge_are_read_by_spark_s_parquet_reader_with_the_same_rows(
+        spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=True, buckets=2, schema=PROP_SCHEMA)
+    rows = [{"id": i, "name": f"n{i}", "v": i / 2, "part": "xy"[i % 2], "day": dt.date(2024, 1, 1 + i % 9),
+             "amount": None, "flag": i % 3 == 0} for i in range(40)]
+    table.write(pa.Table.from_pylist(rows, schema=PROP_SCHEMA))
+    table.compact(full=True)
+
+    def read() -> tuple[list[tuple[Any, ...]], str]:
+        df = _load(spark, tmp_path, table)
+        return _sorted(df.collect()), df._jdf.queryExecution().executedPlan().toString()
+
+    got, plan = read()   # every split one sorted run: all read by Spark's vectorized Parquet reader (columnar)
+    assert got == _sorted([tuple(r.values()) for r in table.read().to_pylist()])
+    assert "ColumnarToRow" in plan, plan
+    table.write(pa.Table.from_pylist([{"_row_kind": "-D", **rows[2]}, {"_row_kind": "+U", **rows[4], "name": "new"}]))
+    got, plan = read()   # the splits that now need a merge go through Python, the others not: rows
+    assert got == _sorted([tuple(r.values()) for r in table.read().to_pylist()])
+    assert "ColumnarToRow" not in plan and len(got) == 39
+    filtered = _load(spark, tmp_path, table).filter("id < 10").collect()   # an exact pushed filter: all in Python
+    assert _sorted(filtered) == [r for r in got if r[0] < 10]
+
+
 def test_pushed_filters_prune_partitions_and_leave_spark_s_plan(spark: Any, tmp_path: Path) -> None:
     table = _new_table(tmp_path, pk=True, partitioned=True, buckets=2)
     table.write(pa.Table.from_pylist([{"id": i, "name": f"n{i}", "v": 1.0, "part": "xyz"[i % 3]} for i in range(30)],

@@ -1,5 +1,7 @@
 """A SparkSession built by hand (the jar on spark.jars, no register call, started outside the repository) finds
-the `managed` data source through PySpark's static lookup of the top-level module `pyspark_managed`."""
+the `managed` data source (the jar's JVM provider, delegating to the Python source that PySpark's static lookup of
+the top-level module `pyspark_managed` registers), for batch reads and for streaming reads of changes without a
+schema."""
 from __future__ import annotations
 
 import os
@@ -29,6 +31,12 @@ SCRIPT = textwrap.dedent("""
              .config("spark.jars", str(jar_path()))
              .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
     print("COUNT", spark.read.format("managed").option("warehouse", wh).load("db.o").filter("id > 1").count())
+    changes = spark.readStream.format("managed").option("warehouse", wh).load("db.o")
+    print("STREAM", changes.isStreaming, changes.columns)
+    q = changes.writeStream.format("memory").queryName("changes").trigger(availableNow=True).start()
+    q.awaitTermination()
+    print("CHANGES", sorted(tuple(r) for r in spark.sql("SELECT * FROM changes").collect()))
+    print("BATCH", spark.read.format("managed").option("warehouse", wh).load("db.o").columns)
     spark.stop()
 """)
 
@@ -38,3 +46,6 @@ def test_a_session_built_by_hand_finds_managed_without_registering_it(tmp_path: 
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert "COUNT 2" in done.stdout, done.stderr[-3000:]
+    assert "STREAM True ['_row_kind', 'id']" in done.stdout, done.stderr[-3000:]
+    assert "CHANGES [('+I', 1), ('+I', 2), ('+I', 3)]" in done.stdout, done.stderr[-3000:]
+    assert "BATCH ['id']" in done.stdout, done.stderr[-3000:]

@@ -70,3 +70,32 @@ def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         assert sorted(_run(spark, t.name, ck, **opts)) == every
     finally:
         cat.drop_table("db.logged")
+
+
+def test_read_stream_without_a_schema_gives_the_changelog_and_batch_reads_keep_the_table_schema(
+        spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.plain_stream", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
+    changes = spark.readStream.format("managed").option("scan", "latest").load(t.name)
+    assert changes.isStreaming and changes.columns == ["_row_kind", "id", "v"]
+    assert not changes.schema["_row_kind"].nullable
+    assert spark.read.format("managed").load(t.name).columns == ["id", "v"]   # same options, batch: the table's
+    full = spark.readStream.format("managed").load(t.name)
+    query = full.writeStream.format("memory").queryName("plain_stream").trigger(availableNow=True).start()
+    query.awaitTermination(240)
+    assert query.exception() is None
+    assert sorted(tuple(r) for r in spark.sql("SELECT * FROM plain_stream").collect()) == [("+I", 1, "a"),
+                                                                                          ("+I", 2, "b")]
+
+
+def test_a_stream_reader_given_the_batch_schema_says_how_to_get_the_changelog(spark_warehouse: Path) -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from tablestore.spark.datasource import DataSourceOptionError
+    from tablestore.spark.stream_read import ManagedStreamReader
+
+    schema = StructType([StructField("id", LongType(), False), StructField("v", StringType())])
+    with pytest.raises(DataSourceOptionError, match="jar_path.*read_changes"):
+        ManagedStreamReader({"path": "db.any", "warehouse": str(spark_warehouse)}, schema)

@@ -1,0 +1,138 @@
+package tablestore.spark.jvm;
+
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.sources.StreamSourceProvider;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import scala.Option;
+import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The JVM face of the {@code managed} data source: everything is delegated to the Python data source
+ * ({@code pyspark_managed.DefaultSource}, registered under the same short name) through a fresh
+ * {@link PythonDataSourceV2} per provider instance (Spark creates one provider per lookup). It exists for one thing
+ * Python cannot do: give a streaming read without a schema ({@code spark.readStream.format("managed")
+ * .load("db.orders")}) the changelog schema ({@code _row_kind} + the table's columns) while a batch read of the same
+ * options gets the table's schema. A Python data source answers {@code schema()} once, without knowing which.
+ *
+ * <p>How Spark finds it: {@code format("managed")} resolves (DataSource.lookupDataSource, Spark 4.1-4.3) to a
+ * {@code DataSourceRegister} named {@code managed} if one is on the classpath, else to the class
+ * {@code managed.DefaultSource}, else to the Python source of that name. A {@code DataSourceRegister} would clash with
+ * the Python source (Spark's master branch raises FOUND_MULTIPLE_DATA_SOURCES when both exist), so this provider is
+ * found by its class name: {@code managed.DefaultSource} extends it. Without the jar, the Python source serves
+ * {@code managed} alone (streaming reads then need the schema: {@code tablestore.spark.read_changes}).
+ *
+ * <p>How it knows a read is a streaming one: for a streaming read Spark (ResolveDataSource / DataStreamReader)
+ * first builds the V1 fallback relation of a {@link StreamSourceProvider} (calling {@link #sourceSchema}, only ever
+ * called for streaming reads), then, on the same thread, asks the {@link TableProvider} for the table
+ * ({@link #inferSchema} when no schema was given). {@code sourceSchema} leaves the options of the streaming read in a
+ * thread-local that the next {@code inferSchema} or {@code getTable} on the thread takes (once); {@code inferSchema}
+ * then asks the Python source for the changelog schema (option {@value #CHANGES_OPTION}). Spark never uses the V1
+ * fallback for this source (its table supports micro-batch reads): {@link #createSource} refuses.
+ *
+ * <p>Batch scans also read the splits that need no merge with Spark's own Parquet reader: {@link ProviderTable}.
+ */
+public class ManagedProvider implements TableProvider, StreamSourceProvider {
+    /** The short name of the data source, Python's as well. */
+    public static final String SHORT_NAME = "managed";
+    /** Injected into the Python source's options: answer {@code schema()} with the changelog schema. */
+    public static final String CHANGES_OPTION = "__read-changes";
+
+    private static final ThreadLocal<Map<String, String>> STREAMING_READ = new ThreadLocal<>();
+
+    private PythonDataSourceV2 python;
+    /** Where this provider's table has the Python reader write its raw-split plan (see {@link ProviderTable}). */
+    private final String planFile = ProviderTable.newPlanFile();
+
+    private PythonDataSourceV2 python() {
+        if (python == null) {
+            python = new PythonDataSourceV2();
+            python.setShortName(SHORT_NAME);
+        }
+        return python;
+    }
+
+    private static Map<String, String> lowered(Map<String, String> options) {
+        Map<String, String> out = new HashMap<>();
+        for (Map.Entry<String, String> e : options.entrySet()) {
+            out.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
+        }
+        return out;
+    }
+
+    private static CaseInsensitiveStringMap withChanges(Map<String, String> options) {
+        Map<String, String> out = new HashMap<>(options);
+        out.put(CHANGES_OPTION, "true");
+        return new CaseInsensitiveStringMap(out);
+    }
+
+    /** The options with the raw-plan file: the Python source created here (and cached) serves the later scans. */
+    private CaseInsensitiveStringMap withPlan(Map<String, String> options) {
+        Map<String, String> out = new HashMap<>(options);
+        out.put(ProviderTable.RAW_PLAN_OPTION, planFile);
+        return new CaseInsensitiveStringMap(out);
+    }
+
+    /** Whether the options are those of the streaming read announced on this thread (the announcement is taken). */
+    private static boolean takeStreamingRead(Map<String, String> options) {
+        Map<String, String> pending = STREAMING_READ.get();
+        STREAMING_READ.remove();
+        return pending != null && pending.equals(lowered(options));
+    }
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        if (takeStreamingRead(options.asCaseSensitiveMap())) {
+            return python().inferSchema(withChanges(options.asCaseSensitiveMap()));
+        }
+        return python().inferSchema(withPlan(options.asCaseSensitiveMap()));
+    }
+
+    @Override
+    public Transform[] inferPartitioning(CaseInsensitiveStringMap options) {
+        return python().inferPartitioning(options);
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        STREAMING_READ.remove();
+        return new ProviderTable(python().getTable(schema, partitioning, properties), planFile);
+    }
+
+    @Override
+    public boolean supportsExternalMetadata() {
+        return true;
+    }
+
+    @Override
+    public Tuple2<String, StructType> sourceSchema(SQLContext sqlContext, Option<StructType> schema,
+                                                  String providerName,
+                                                  scala.collection.immutable.Map<String, String> parameters) {
+        Map<String, String> options = lowered(CollectionConverters.asJava(parameters));
+        STREAMING_READ.set(options);
+        if (schema.isDefined()) {
+            return new Tuple2<>(SHORT_NAME, schema.get());
+        }
+        // the V1 relation's schema: the same as the V2 table's (this provider's fresh Python source, as Spark's own)
+        PythonDataSourceV2 fresh = new PythonDataSourceV2();
+        fresh.setShortName(SHORT_NAME);
+        return new Tuple2<>(SHORT_NAME, fresh.inferSchema(withChanges(options)));
+    }
+
+    @Override
+    public Source createSource(SQLContext sqlContext, String metadataPath, Option<StructType> schema,
+                               String providerName, scala.collection.immutable.Map<String, String> parameters) {
+        throw new UnsupportedOperationException("the managed data source reads streams through the DataSource V2 "
+                + "API only: remove it from spark.sql.streaming.disabledV2MicroBatchReaders");
+    }
+}

@@ -1,0 +1,386 @@
+package tablestore.spark.jvm;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.streaming.ContinuousStream;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * The Python source's table with one addition to its batch scans: splits that need no merge are read by Spark's
+ * own vectorized Parquet reader instead of through a Python worker (Paimon's raw-convertible splits).
+ *
+ * <p>Protocol (tablestore/spark/read.py, step 4): the scan options carry {@value #RAW_PLAN_OPTION} = a file path
+ * of this JVM's; the Python reader's {@code partitions()} (run by the Python batch's planning) writes there which
+ * splits it left out, as JSON {@code {"python_partitions": n, "columns": [...], "raw": [[file, ...], ...]}}; the
+ * batch returns the Python partitions (none when n is 0: Python returns a placeholder for an empty plan) followed
+ * by one {@link RawSplit} per raw split. Python's plan is cached per table object (as Spark's Python batch caches
+ * its partitions), so is this. Without the file (another Python) every split goes through Python, as before.
+ * Reads are columnar when every split is raw, else rows (Spark cannot mix the two in one scan).
+ */
+public final class ProviderTable implements SupportsRead, SupportsWrite {
+    /** The option naming the raw-plan file: tablestore/spark/read.py's RAW_PLAN_OPTION. */
+    public static final String RAW_PLAN_OPTION = "__raw-plan";
+
+    private static File planDir;
+
+    private final Table python;
+    private final String planFile;
+    private JsonNode plan;
+
+    ProviderTable(Table python, String planFile) {
+        this.python = python;
+        this.planFile = planFile;
+    }
+
+    /**
+     * {@code python} (a {@code PythonTable} of a fresh {@code PythonDataSourceV2}, named {@code managed}) with its
+     * batch scans reading raw splits in the JVM. For other JVM callers of the Python source (a catalog's table):
+     * the Python source must be created by the scan (its options then carry the plan file), as a fresh
+     * {@code PythonDataSourceV2} per scan does.
+     */
+    public static ProviderTable of(Table python) {
+        return new ProviderTable(python, newPlanFile());
+    }
+
+    /** A new file path for a raw plan (the file is not created). */
+    static synchronized String newPlanFile() {
+        try {
+            if (planDir == null) {
+                planDir = java.nio.file.Files.createTempDirectory("tablestore-raw-plan-").toFile();
+                planDir.deleteOnExit();
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return new File(planDir, java.util.UUID.randomUUID() + ".json").getAbsolutePath();
+    }
+
+    @Override
+    public String name() {
+        return python.name();
+    }
+
+    @Override
+    @SuppressWarnings("deprecation")
+    public StructType schema() {
+        return python.schema();
+    }
+
+    @Override
+    public Transform[] partitioning() {
+        return python.partitioning();
+    }
+
+    @Override
+    public Map<String, String> properties() {
+        return python.properties();
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+        return python.capabilities();
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        return ((SupportsWrite) python).newWriteBuilder(info);
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        Map<String, String> with = new HashMap<>(options.asCaseSensitiveMap());
+        with.put(RAW_PLAN_OPTION, planFile);
+        return new Builder(((SupportsRead) python).newScanBuilder(new CaseInsensitiveStringMap(with)));
+    }
+
+    /** The raw plan: read from the file Python wrote (then removed), or the one read before; null if none. */
+    synchronized JsonNode plan() {
+        File file = new File(planFile);
+        if (file.exists()) {
+            try {
+                plan = new ObjectMapper().readTree(file);
+            } catch (IOException e) {
+                throw new UncheckedIOException("reading the raw-split plan " + file, e);
+            }
+            file.delete();
+        }
+        return plan;
+    }
+
+    private final class Builder implements SupportsPushDownFilters {
+        private final ScanBuilder python;
+
+        Builder(ScanBuilder python) {
+            this.python = python;
+        }
+
+        @Override
+        public Filter[] pushFilters(Filter[] filters) {
+            return ((SupportsPushDownFilters) python).pushFilters(filters);
+        }
+
+        @Override
+        public Filter[] pushedFilters() {
+            return ((SupportsPushDownFilters) python).pushedFilters();
+        }
+
+        @Override
+        public Scan build() {
+            return new ProviderScan(python.build());
+        }
+    }
+
+    private final class ProviderScan implements Scan {
+        private final Scan python;
+
+        ProviderScan(Scan python) {
+            this.python = python;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return python.readSchema();
+        }
+
+        @Override
+        public String description() {
+            return python.description();
+        }
+
+        @Override
+        public Batch toBatch() {
+            return new ProviderBatch(python.toBatch(), python.readSchema());
+        }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            return python.toMicroBatchStream(checkpointLocation);
+        }
+
+        @Override
+        public ContinuousStream toContinuousStream(String checkpointLocation) {
+            return python.toContinuousStream(checkpointLocation);
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return python.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return python.reportDriverMetrics();
+        }
+
+        @Override
+        public ColumnarSupportMode columnarSupportMode() {
+            return ColumnarSupportMode.PARTITION_DEFINED;
+        }
+    }
+
+    private final class ProviderBatch implements Batch {
+        private final Batch python;
+        private final StructType schema;
+        private boolean columnar;
+
+        ProviderBatch(Batch python, StructType schema) {
+            this.python = python;
+            this.schema = schema;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            InputPartition[] planned = python.planInputPartitions();
+            JsonNode raw = plan();
+            if (raw == null || raw.path("raw").size() == 0) {
+                return planned;
+            }
+            List<InputPartition> out = new ArrayList<>();
+            if (raw.path("python_partitions").asInt(planned.length) > 0) {
+                out.addAll(Arrays.asList(planned));
+            }
+            List<String> columns = new ArrayList<>();
+            raw.path("columns").forEach(c -> columns.add(c.asText()));
+            for (JsonNode files : raw.path("raw")) {
+                List<String> paths = new ArrayList<>();
+                files.forEach(f -> paths.add(f.asText()));
+                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0])));
+            }
+            columnar = out.stream().allMatch(p -> p instanceof RawSplit);
+            return out.toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new ReaderFactory(python.createReaderFactory(), columnar, schema);
+        }
+    }
+
+    /** A split Spark's Parquet reader reads: its files in key order, the table's columns. */
+    static final class RawSplit implements InputPartition {
+        final String[] files;
+        final String[] columns;
+
+        RawSplit(String[] files, String[] columns) {
+            this.files = files;
+            this.columns = columns;
+        }
+    }
+
+    static final class ReaderFactory implements PartitionReaderFactory, Serializable {
+        private final PartitionReaderFactory python;
+        private final boolean columnar;
+        private final StructType schema;
+
+        ReaderFactory(PartitionReaderFactory python, boolean columnar, StructType schema) {
+            this.python = python;
+            this.columnar = columnar;
+            this.schema = schema;
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return columnar;
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new RawSplitReader((RawSplit) partition, schema);
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            if (partition instanceof RawSplit) {
+                return new RowsOf(new RawSplitReader((RawSplit) partition, schema));
+            }
+            return python.createReader(partition);
+        }
+    }
+
+    /** A raw split's files, one after the other, through Spark's vectorized Parquet reader. */
+    static final class RawSplitReader implements PartitionReader<ColumnarBatch> {
+        private final RawSplit split;
+        private final StructType schema;
+        private int next;
+        private VectorizedParquetRecordReader reader;
+        private ColumnarBatch batch;
+
+        RawSplitReader(RawSplit split, StructType schema) {
+            this.split = split;
+            this.schema = schema;
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            while (true) {
+                if (reader == null) {
+                    if (next >= split.files.length) {
+                        return false;
+                    }
+                    open(split.files[next++]);
+                }
+                if (reader.nextKeyValue()) {
+                    batch = (ColumnarBatch) reader.getCurrentValue();
+                    return true;
+                }
+                reader.close();
+                reader = null;
+            }
+        }
+
+        private void open(String file) throws IOException {
+            reader = new VectorizedParquetRecordReader(false, 4096);
+            reader.initialize(file, Arrays.asList(split.columns));
+            ColumnarBatch first = reader.resultBatch();
+            for (int i = 0; i < schema.fields().length; i++) {
+                StructField want = schema.fields()[i];
+                if (!first.column(i).dataType().sameType(want.dataType())) {
+                    throw new IOException("data file " + file + ": column " + want.name() + " reads as "
+                            + first.column(i).dataType().simpleString() + ", the table's type is "
+                            + want.dataType().simpleString());
+                }
+            }
+            reader.enableReturningBatches();
+        }
+
+        @Override
+        public ColumnarBatch get() {
+            return batch;
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (reader != null) {
+                reader.close();
+                reader = null;
+            }
+        }
+    }
+
+    /** The rows of a columnar reader (when a scan mixes raw and Python splits it reads rows). */
+    static final class RowsOf implements PartitionReader<InternalRow> {
+        private final RawSplitReader batches;
+        private Iterator<InternalRow> rows = Collections.emptyIterator();
+
+        RowsOf(RawSplitReader batches) {
+            this.batches = batches;
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            while (!rows.hasNext()) {
+                if (!batches.next()) {
+                    return false;
+                }
+                rows = batches.get().rowIterator();
+            }
+            return true;
+        }
+
+        @Override
+        public InternalRow get() {
+            return rows.next();
+        }
+
+        @Override
+        public void close() throws IOException {
+            batches.close();
+        }
+    }
+}
