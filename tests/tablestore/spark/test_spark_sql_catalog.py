@@ -290,3 +290,20 @@ def test_the_catalog_service_restarts_when_it_died(spark: Any, db: str) -> None:
     assert killed == 1
     spark.sql(f"CREATE TABLE managed.{db}.after (id BIGINT)")   # a new helper process answers
     assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "after", False)]
+
+
+def test_sql_reads_compacted_splits_with_spark_s_parquet_reader(spark: Any, python_catalog: tablestore.Catalog,
+                                                               db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1.5, 'x'), (2, 'b', 2.5, 'y'), (3, 'a', 3.5, 'z')")
+    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (2, 'b', 9.5, 'updated')")
+    python_catalog.get_table(f"{db}.orders").compact(full=True)   # one sorted run per bucket: no merge needed
+    query = spark.sql(f"SELECT id, dt, amount, note FROM managed.{db}.orders")
+    assert "ColumnarToRow" in query._jdf.queryExecution().executedPlan().toString()   # Spark's vectorized reader
+    assert sorted(tuple(r) for r in query.collect()) == [
+        (1, "a", Decimal("1.50"), "x"), (2, "b", Decimal("9.50"), "updated"), (3, "a", Decimal("3.50"), "z")]
+    if not PYSPARK_4_1:   # the _row_kind metadata column (4.2+) over the vectorized reader's rows
+        assert rows(spark, f"SELECT _row_kind, id FROM managed.{db}.orders ORDER BY id") == [
+            ("+I", 1), ("+I", 2), ("+I", 3)]
+    spark.sql(f"DELETE FROM managed.{db}.orders WHERE id = 3")   # now a merge again: Python reads that split
+    assert rows(spark, f"SELECT id FROM managed.{db}.orders ORDER BY id") == [(1,), (2,)]

@@ -60,12 +60,11 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
     private static File planDir;
 
     private final Table python;
-    private final String planFile;
-    private JsonNode plan;
+    private final RawPlan plan;
 
     ProviderTable(Table python, String planFile) {
         this.python = python;
-        this.planFile = planFile;
+        this.plan = new RawPlan(planFile);
     }
 
     /**
@@ -125,22 +124,51 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
         Map<String, String> with = new HashMap<>(options.asCaseSensitiveMap());
-        with.put(RAW_PLAN_OPTION, planFile);
+        with.put(RAW_PLAN_OPTION, plan.file);
         return new Builder(((SupportsRead) python).newScanBuilder(new CaseInsensitiveStringMap(with)));
     }
 
-    /** The raw plan: read from the file Python wrote (then removed), or the one read before; null if none. */
-    synchronized JsonNode plan() {
-        File file = new File(planFile);
-        if (file.exists()) {
-            try {
-                plan = new ObjectMapper().readTree(file);
-            } catch (IOException e) {
-                throw new UncheckedIOException("reading the raw-split plan " + file, e);
-            }
-            file.delete();
+    /**
+     * The raw-split plan Python's reader writes to {@code file} (the scan's {@link #RAW_PLAN_OPTION}) when it plans
+     * the input partitions: read (then removed) once, kept for later calls.
+     */
+    public static final class RawPlan {
+        final String file;
+        private JsonNode plan;
+
+        public RawPlan(String file) {
+            this.file = file;
         }
-        return plan;
+
+        /** A plan for a new scan: its file, to pass to Python as {@link #RAW_PLAN_OPTION}, is not created yet. */
+        public static RawPlan create() {
+            return new RawPlan(newPlanFile());
+        }
+
+        public String file() {
+            return file;
+        }
+
+        synchronized JsonNode read() {
+            File f = new File(file);
+            if (f.exists()) {
+                try {
+                    plan = new ObjectMapper().readTree(f);
+                } catch (IOException e) {
+                    throw new UncheckedIOException("reading the raw-split plan " + f, e);
+                }
+                f.delete();
+            }
+            return plan;
+        }
+    }
+
+    /**
+     * {@code python}, the batch of a Python scan whose options carried {@code plan}'s file, with the splits Python
+     * handed over read by Spark's vectorized Parquet reader (for JVM callers with scans of their own: the catalog).
+     */
+    public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan) {
+        return new ProviderBatch(python, schema, plan);
     }
 
     private final class Builder implements SupportsPushDownFilters {
@@ -185,7 +213,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
         @Override
         public Batch toBatch() {
-            return new ProviderBatch(python.toBatch(), python.readSchema());
+            return new ProviderBatch(python.toBatch(), python.readSchema(), plan);
         }
 
         @Override
@@ -214,20 +242,22 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         }
     }
 
-    private final class ProviderBatch implements Batch {
+    private static final class ProviderBatch implements Batch {
         private final Batch python;
         private final StructType schema;
+        private final RawPlan plan;
         private boolean columnar;
 
-        ProviderBatch(Batch python, StructType schema) {
+        ProviderBatch(Batch python, StructType schema, RawPlan plan) {
             this.python = python;
             this.schema = schema;
+            this.plan = plan;
         }
 
         @Override
         public InputPartition[] planInputPartitions() {
             InputPartition[] planned = python.planInputPartitions();
-            JsonNode raw = plan();
+            JsonNode raw = plan.read();
             if (raw == null || raw.path("raw").size() == 0) {
                 return planned;
             }

@@ -7,8 +7,10 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -31,6 +33,8 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
+
+import tablestore.spark.jvm.ProviderTable;
 
 /**
  * Scans of a managed table. Batch: the Python data source's scan of the table's columns (filters pushed down as in
@@ -73,6 +77,7 @@ final class ManagedScan {
         private final Transform[] partitioning;
         private final CaseInsensitiveStringMap options;
         private final ScanBuilder python;
+        private final ProviderTable.RawPlan rawPlan = ProviderTable.RawPlan.create();
         private boolean rowKind = false;
         private Filter[] pushed = new Filter[0];
 
@@ -80,7 +85,10 @@ final class ManagedScan {
             this.schema = schema;
             this.partitioning = partitioning;
             this.options = options;
-            this.python = PythonSourceBridge.scanBuilder(schema, partitioning, options);
+            // batch splits that need no merge are handed to Spark's vectorized Parquet reader (ProviderTable)
+            Map<String, String> withPlan = new HashMap<>(options.asCaseSensitiveMap());
+            withPlan.put(ProviderTable.RAW_PLAN_OPTION, rawPlan.file());
+            this.python = PythonSourceBridge.scanBuilder(schema, partitioning, new CaseInsensitiveStringMap(withPlan));
         }
 
         @Override
@@ -135,7 +143,7 @@ final class ManagedScan {
 
         @Override
         public Batch toBatch() {
-            Batch batch = python.toBatch();
+            Batch batch = ProviderTable.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan);
             if (!builder.rowKind) {
                 return batch;
             }
