@@ -239,6 +239,7 @@ def main() -> None:
     ap.add_argument("--scale", "--rows", type=float, default=1.0, help="scale every size (0.1: a quick run)")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ",".join(SYSTEMS))
     ap.add_argument("--repeat", type=int, default=1, help="run every system this many times, keep the best time")
+    ap.add_argument("--phases", default="bulk,upsert", help="comma-separated subset of bulk,upsert")
     ap.add_argument("--data", help="keep the generated data here (reused when it holds a truth.json)")
     ap.add_argument("--out", default=os.path.join(HERE, "out", "filestore_bench.json"))
     args = ap.parse_args()
@@ -261,7 +262,7 @@ def main() -> None:
             # systems interleaved phase by phase, `--repeat` times; each time is the best of the repeats, so a burst
             # of load from other processes on a shared machine hits every system alike
             for _ in range(args.repeat):
-                for phase in ("bulk", "upsert"):
+                for phase in [p for p in ("bulk", "upsert") if p in args.phases.split(",")]:
                     for system in systems:
                         res = run_system(system, phase, data, log)
                         verify(system, res, truth)
