@@ -26,7 +26,7 @@ from filestore.paths import TablePaths
 FORMATS = ("parquet", "orc")
 # Parquet row groups of this many rows, each with min/max statistics: files are sorted by key, so a key-range read
 # skips every row group outside the range (see filestore.read). No dictionary encoding: with row groups this size a
-# dictionary rebuilt per group costs more write time than it saves, and zstd compresses repeated values anyway.
+# dictionary rebuilt per group costs more write time than it saves (the codec compresses repeated values anyway).
 ROW_GROUP_ROWS = 65_536
 
 

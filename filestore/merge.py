@@ -94,6 +94,8 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
     winners: pa.Array | None
     if strictly_sorted(records, key_columns):
         winners = None  # one record per key, already in key order (e.g. a flush of rows sorted by the user)
+    elif (unique := _distinct_integer_key_order(records, key_columns)) is not None:
+        winners = unique  # one record per key: every record wins, in key order
     else:
         # sort only the key and sequence columns, find each key's first (newest) record
         sort_keys = [(k, "ascending") for k in key_columns] + [(SEQ, "descending")]
@@ -107,6 +109,29 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
             everything = pa.array(np.arange(records.num_rows, dtype=np.int64))
             winners = (everything if winners is None else winners).filter(keep)
     return winners
+
+
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
+
+def _distinct_integer_key_order(records: pa.Table, key_columns: Sequence[str]) -> pa.Array | None:
+    """The key order of records whose one key column holds integers (or temporal values stored as integers) that
+    are all distinct, by numpy's sort (faster than Arrow's two-column sort here); None when that does not apply,
+    e.g. some key has several records, whose order then depends on the sequence number."""
+    if len(key_columns) != 1:
+        return None
+    column = records.column(key_columns[0])
+    t = column.type
+    stored_as_signed_int = (pa.types.is_signed_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
+                            or pa.types.is_timestamp(t) or pa.types.is_duration(t))
+    if column.null_count or not stored_as_signed_int or len(column) < 2:
+        return None
+    values = column.combine_chunks().view(_SIGNED[t.bit_width]).to_numpy()
+    order = np.argsort(values)
+    ordered = values[order]
+    if not bool((ordered[1:] != ordered[:-1]).all()):
+        return None
+    return pa.array(order)
 
 
 def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) -> pa.Table:
