@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from filestore.bucket import bucket_of
 from filestore.coerce import normalize_keys
+from tablestore.spark.bucket_function import bucket_function_name
 from tablestore.spark.types import read_schema, spark_schema, to_spark_batch
 
 pytestmark = pytest.mark.spark
@@ -75,7 +76,7 @@ def jvm_buckets(spark: Any, keys: pa.Table, num_buckets: int) -> list[int]:
     batch = to_spark_batch(keys, read_schema(schema))
     batch = batch.append_column("pos", pa.array(range(keys.num_rows), pa.int64()))
     spark.createDataFrame(batch).createOrReplaceTempView("bucket_keys")
-    name = "tablestore_bucket:%d:%s" % (num_buckets, "|".join(str(f.type) for f in keys.schema))
+    name = bucket_function_name(keys.schema.types, num_buckets)
     columns = ", ".join(f"`{n}`" for n in keys.column_names)
     rows = spark.sql(f"SELECT pos, {CATALOG}.`{name}`({columns}) AS b FROM bucket_keys ORDER BY pos").collect()
     return [r.b for r in rows]
