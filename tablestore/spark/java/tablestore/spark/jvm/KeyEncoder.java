@@ -131,7 +131,7 @@ public final class KeyEncoder implements Serializable {
                     : spark instanceof DecimalType && ((DecimalType) spark).scale() == 0;
             case FLOAT32: return spark instanceof FloatType;
             case FLOAT64: return spark instanceof DoubleType;
-            case DECIMAL: return spark instanceof DecimalType;
+            case DECIMAL: return spark instanceof DecimalType && ((DecimalType) spark).scale() == scale;
             case DATE32: case DATE64: return spark instanceof DateType;
             case TIMESTAMP: return spark instanceof TimestampType || spark instanceof TimestampNTZType;
             case BYTES: return spark instanceof StringType || spark instanceof BinaryType;
@@ -180,7 +180,8 @@ public final class KeyEncoder implements Serializable {
                 return;
             case UNSIGNED:
                 if (width == 8) {
-                    BigInteger v = row.getDecimal(ordinal, 20, 0).toJavaBigDecimal().toBigIntegerExact();
+                    DecimalType dt = (DecimalType) type;   // its precision decides how the row stores the value
+                    BigInteger v = row.getDecimal(ordinal, dt.precision(), 0).toJavaBigDecimal().toBigIntegerExact();
                     out.addBigEndian(v.longValue(), 8);   // the low 64 bits: the unsigned value's bits
                 } else {
                     out.addBigEndian(integral(row, ordinal, type), width);
