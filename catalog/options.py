@@ -25,7 +25,9 @@ FILE_FORMAT: ConfigOption[str] = ConfigOption(
     "file.format", "enum", "parquet", "Format of the data files.", choices=("parquet", "orc")
 )
 FILE_COMPRESSION: ConfigOption[str] = ConfigOption(
-    "file.compression", "enum", "zstd", "Compression codec of the data files.",
+    "file.compression", "enum", "snappy",
+    "Compression codec of the data files. snappy (the default, as plain Parquet's) writes a bulk insert about a "
+    "quarter faster than zstd and reads as fast; zstd makes files about a third smaller.",
     choices=("zstd", "snappy", "lz4", "gzip", "none"),
 )
 WRITE_BUFFER_SIZE: ConfigOption[int] = ConfigOption(

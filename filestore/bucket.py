@@ -2,8 +2,9 @@
 
 bucket(row) = siphash-2-4(order-preserving key bytes of the bucket key) mod num_buckets, where the bucket key is
 the primary key, or the whole row for a table without one. The hash is pandas' `hash_array` on bytes (SipHash with
-pandas' fixed key), which is deterministic across processes and machines. This is an on-disk contract: changing it
-moves rows to other buckets, so tests pin known values.
+pandas' fixed key, then pandas' 64-bit mix), which is deterministic across processes and machines. This is an
+on-disk contract: changing it moves rows to other buckets, so tests pin known values. `filestore.siphash` computes the
+same hash with numpy for keys of one byte length (fixed-width key types), tested equal to pandas.
 """
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ import pyarrow as pa
 from pandas.util import hash_array
 
 from filestore.keycodec import KeyCodec
+from filestore.siphash import hash_binary
 
 
 def key_hashes(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
     """uint64 hash of each row's bucket key, vectorised."""
     columns = [table.column(c) for c in key_columns]
     codec = KeyCodec([c.type for c in columns])
-    encoded = codec.encode_columns(columns)
-    values = np.asarray(encoded.to_numpy(zero_copy_only=False), dtype=object)
-    return hash_array(values, categorize=False)
+    return hash_binary(codec.encode_columns(columns))
 
 
 def bucket_of(table: pa.Table, key_columns: Sequence[str], num_buckets: int) -> np.ndarray:

@@ -6,7 +6,6 @@ row columns, sorted by key. Files of one run have disjoint key ranges; a run rol
 """
 from __future__ import annotations
 
-import io as _io
 import threading
 import time
 from typing import Sequence
@@ -26,12 +25,13 @@ from filestore.paths import TablePaths
 FORMATS = ("parquet", "orc")
 # Parquet row groups of this many rows, each with min/max statistics: files are sorted by key, so a key-range read
 # skips every row group outside the range (see filestore.read). No dictionary encoding: with row groups this size a
-# dictionary rebuilt per group costs more write time than it saves, and zstd compresses repeated values anyway.
+# dictionary rebuilt per group costs more write time than it saves (the codec compresses repeated values anyway).
 ROW_GROUP_ROWS = 65_536
 
 
-def _serialize(table: pa.Table, file_format: str, compression: str) -> bytes:
-    sink = _io.BytesIO()
+def _serialize(table: pa.Table, file_format: str, compression: str) -> memoryview:
+    """The file's bytes, in an Arrow buffer (grown without Python copies) viewed without a copy."""
+    sink = pa.BufferOutputStream()
     if file_format == "parquet":
         pq.write_table(table, sink, compression=compression, row_group_size=ROW_GROUP_ROWS, write_statistics=True,
                        use_dictionary=False)
@@ -39,7 +39,7 @@ def _serialize(table: pa.Table, file_format: str, compression: str) -> bytes:
         orc.write_table(table, sink, compression=compression)
     else:
         raise FileStoreError(f"unknown file format {file_format!r}; valid: {', '.join(FORMATS)}")
-    return sink.getvalue()
+    return memoryview(sink.getvalue())
 
 
 def read_data_file(

@@ -92,7 +92,7 @@ class FileIO:
     def mkdirs(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | memoryview) -> None:
         self.mkdirs(self._parent(path))
         with self.fs.open(path, "wb") as f:
             f.write(data)

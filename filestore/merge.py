@@ -94,6 +94,8 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
     winners: pa.Array | None
     if strictly_sorted(records, key_columns):
         winners = None  # one record per key, already in key order (e.g. a flush of rows sorted by the user)
+    elif (by_integer_key := _integer_key_winners(records, key_columns)) is not None:
+        winners = by_integer_key
     else:
         # sort only the key and sequence columns, find each key's first (newest) record
         sort_keys = [(k, "ascending") for k in key_columns] + [(SEQ, "descending")]
@@ -107,6 +109,33 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
             everything = pa.array(np.arange(records.num_rows, dtype=np.int64))
             winners = (everything if winners is None else winners).filter(keep)
     return winners
+
+
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
+
+def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Array | None:
+    """`merge_primary_key_winners`' non-final answer for records whose one key column holds integers (or temporal
+    values stored as integers), by numpy's sort (faster than Arrow's two-column sort): the keys sorted, then of a
+    key with several records the one with the highest sequence number. None when that does not apply."""
+    if len(key_columns) != 1:
+        return None
+    column = records.column(key_columns[0])
+    t = column.type
+    stored_as_signed_int = (pa.types.is_signed_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
+                            or pa.types.is_timestamp(t) or pa.types.is_duration(t))
+    if column.null_count or not stored_as_signed_int or len(column) < 2:
+        return None
+    values = column.combine_chunks().view(_SIGNED[t.bit_width]).to_numpy()
+    order = np.argsort(values)  # not stable: equal keys are resolved by sequence number below
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    if len(starts) == len(order):
+        return pa.array(order)  # every key once
+    seq = records.column(SEQ).to_numpy()[order]
+    newest = np.maximum.reduceat(seq, starts)
+    sizes = np.diff(np.append(starts, len(order)))
+    return pa.array(order[seq == np.repeat(newest, sizes)])  # sequence numbers are unique: one winner per key
 
 
 def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) -> pa.Table:

@@ -52,6 +52,23 @@ class _Memtable:
     pending: list["Future[list[DataFileMeta]]"] = field(default_factory=list)
 
 
+_FEW_GROUPS = 16
+
+
+def _groups(codes: np.ndarray) -> list[np.ndarray]:
+    """The row numbers of each distinct code, in ascending code order, each in row order. A few groups (buckets
+    of an unpartitioned table) are found by one comparison each, more by a stable sort (a radix sort when the codes
+    fit a small integer type). The key sort happens in the flush's merge, on the worker pool, per bucket."""
+    present = np.flatnonzero(np.bincount(codes)) if codes.max(initial=0) < 1 << 20 else np.unique(codes)
+    if len(present) == 1:
+        return [np.arange(len(codes))]
+    if len(present) <= _FEW_GROUPS:
+        return [np.flatnonzero(codes == code) for code in present]
+    narrow = np.int16 if codes.max(initial=0) < 2**15 else np.int64
+    order = np.argsort(codes.astype(narrow), kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
+
+
 class FileStoreWrite:
     def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int]) -> None:
         self.store = store
@@ -100,13 +117,7 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
-        # a small integer type lets numpy's stable sort use a radix sort; the key sort happens in the flush's merge,
-        # on the worker pool, in parallel across buckets
-        narrow = np.int16 if group_codes.max(initial=0) < 2**15 else np.int64
-        order = np.argsort(group_codes.astype(narrow), kind="stable")
-        sorted_codes = group_codes[order]
-        bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
-        for idx in np.split(order, bounds):
+        for idx in _groups(group_codes):
             first = int(idx[0])
             code = int(group_codes[first])
             bucket = int(buckets[first])

@@ -56,7 +56,7 @@ _ADDITION_SET = pa.array(ADDITION_VALUES, pa.string())
 
 def insert_kinds(n: int) -> pa.Array:
     """A `_row_kind` column of `n` rows, all +I: the kind of every row of a batch without that column."""
-    return pa.array(np.full(n, RowKind.INSERT.value, dtype=object), pa.string())
+    return pa.repeat(pa.scalar(RowKind.INSERT.value, pa.string()), n)  # one vectorised fill, no Python strings
 
 
 def check_row_kinds(kinds: pa.Array | pa.ChunkedArray, *, table: str | None = None) -> None:

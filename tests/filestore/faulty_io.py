@@ -82,7 +82,7 @@ class FaultyFileIO(FileIO):
     def _crash(self, op: str, path: str) -> InjectedCrash:
         return InjectedCrash(op, path, len(self.plan.calls) - 1)
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | memoryview) -> None:
         if not self._enter("write_bytes", path):
             super().write_bytes(path, data)
             return

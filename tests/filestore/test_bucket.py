@@ -8,13 +8,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pandas.util import hash_array
 
 import tablestore
 from filestore.bucket import bucket_of, bucket_of_key, key_hashes
+from filestore.keycodec import KeyCodec
+from filestore.siphash import hash_binary
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GOLDEN_KEYS = pa.table({"id": pa.array([0, 1, 2, 42, -7, 2**40], pa.int64()),
@@ -122,3 +126,39 @@ def test_without_primary_key_the_whole_row_is_the_bucket_key(tmp_path: Path) -> 
             placed.setdefault((a, b), set()).add(f.parent.name)
     assert all(len(dirs) == 1 for dirs in placed.values())
     assert t.read().num_rows == 100
+
+
+def _pandas_hashes(table: pa.Table, key_columns: list[str]) -> list[int]:
+    """The definition: pandas' hash_array of the key bytes as Python bytes objects."""
+    codec = KeyCodec([table.column(c).type for c in key_columns])
+    encoded = codec.encode_columns([table.column(c) for c in key_columns])
+    return hash_array(np.asarray(encoded.to_numpy(zero_copy_only=False), dtype=object), categorize=False).tolist()
+
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=40), max_size=40), st.integers(0, 24), st.integers(0, 5))
+def test_numpy_siphash_equals_pandas(values: list[bytes], width: int, offset: int) -> None:
+    """Values of one length (numpy) and of mixed lengths (pandas), sliced arrays too: pandas' hash, bit for bit."""
+    fixed = [(v * (width + 1))[:width] if v else b"\x07" * width for v in values]
+    for array in (pa.array(values, pa.binary()), pa.array(fixed, pa.binary())):
+        array = array.slice(min(offset, len(array)))
+        expected = hash_array(np.asarray(array.to_pylist(), dtype=object), categorize=False).tolist()
+        assert hash_binary(array).tolist() == expected
+
+
+@SETTINGS
+@given(st.data())
+def test_fixed_width_keys_hash_as_pandas(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 50))
+    ints = st.lists(st.integers(-(2**31), 2**31 - 1), min_size=n, max_size=n)
+    floats = st.lists(st.floats(width=64), min_size=n, max_size=n)
+    table = pa.table({
+        "i": pa.array(data.draw(ints), pa.int32()),
+        "f": pa.array(data.draw(floats), pa.float64()),
+        "d": pa.array(data.draw(ints), pa.int32()).cast(pa.date32()),
+        "b": pa.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))),
+        "n": pa.array(data.draw(st.lists(st.one_of(st.none(), st.integers(0, 9)), min_size=n, max_size=n)),
+                      pa.int64()),
+    })
+    for keys in (["i"], ["f"], ["d", "b"], ["i", "f", "d"], ["n"], ["n", "i"]):
+        assert key_hashes(table, keys).tolist() == _pandas_hashes(table, keys)

@@ -219,3 +219,28 @@ def test_nulls_in_whole_row_keys_are_one_key() -> None:
 def test_empty_input_merges_to_empty() -> None:
     assert merge(pk_table([], []), ["k1", "k2"], primary_key=True, final=True).num_rows == 0
     assert merge(count_table([], []), ["a", "b"], primary_key=False, final=True).num_rows == 0
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.booleans()), max_size=40),
+       st.sampled_from([pa.int64(), pa.int32(), pa.date32(), pa.timestamp("us"), pa.int8()]), st.booleans(),
+       st.randoms(use_true_random=False))
+def test_one_integer_key_merges_like_the_replay(records: list[tuple[int, bool]], key_type: pa.DataType,
+                                                 final: bool, rnd: Any) -> None:
+    """One integer-like key column (numpy's sort, with or without repeated keys): the newest record
+    of each key, in key order; non-final keeps winning deletes."""
+    storage = {pa.date32(): pa.int32(), pa.int8(): pa.int8(), pa.int32(): pa.int32()}.get(key_type, pa.int64())
+    if key_type == pa.int8() or len(records) % 3 == 0:
+        records = [(k % 7, d) for k, d in records]  # keys repeat
+    seqs = list(range(len(records)))
+    rnd.shuffle(seqs)
+    kinds = [DELETE if d else ADD for _, d in records]
+    table = pa.table({SEQ: pa.array(seqs, pa.int64()), KIND: pa.array(kinds, pa.int8()),
+                      "k": pa.array([k for k, _ in records], storage).cast(key_type)})
+    newest: dict[int, tuple[int, bool]] = {}
+    for (k, d), s in zip(records, seqs):
+        if k not in newest or s > newest[k][0]:
+            newest[k] = (s, d)
+    expected = [(k, s) for k, (s, d) in sorted(newest.items()) if not (final and d)]
+    merged = merge_primary_key(table, ["k"], final=final)
+    assert list(zip(merged.column("k").cast(storage).to_pylist(), merged.column(SEQ).to_pylist())) == expected
