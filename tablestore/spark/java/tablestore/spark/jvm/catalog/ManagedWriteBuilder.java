@@ -1,5 +1,6 @@
 package tablestore.spark.jvm.catalog;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -24,13 +25,17 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
+import tablestore.spark.jvm.BucketFunction;
+
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
  * overwrite mode and hands it to Python as options when the write is built: {@code overwrite-mode} =
  * {@code static} (truncate), {@code dynamic} (the partitions written), or {@code filter} with
  * {@code overwrite-predicate} (JSON, {@link PredicateJson}: the partitions matching it).
  *
- * <p>The write asks Spark for one writer per key: rows clustered by the partition columns and primary key.
+ * <p>The write asks Spark for one writer per bucket: rows clustered by the partition columns and the table's bucket
+ * (see {@link #clustering()}), strictly: a rebalance (what Spark plans for a distribution not strictly required)
+ * may split a skewed bucket over tasks, a repartition only coalesces.
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
     private final ManagedTable table;
@@ -83,12 +88,27 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         return new ClusteredWrite(python.build(), clustering(), mode, table.name());
     }
 
-    /** Partition columns, then primary-key columns: all rows of a key meet in one writer task. */
+    /**
+     * Partition columns, then the table's bucket of the row ({@link BucketFunction}, the JVM twin of
+     * filestore/bucket.py, which {@link ManagedCatalog#loadFunction} resolves by name): all rows of a (partition,
+     * bucket) meet in one writer task, so a write leaves one sorted run per bucket. A bucket key without a JVM key
+     * encoding (the write itself then fails in Python) clusters by the partition columns alone: still one writer
+     * per bucket.
+     */
     private Expression[] clustering() {
-        java.util.LinkedHashSet<String> columns = new java.util.LinkedHashSet<>(table.partitionKeys());
-        columns.addAll(table.primaryKey());
-        // the bucket function's JVM twin plugs in here: cluster by bucket(partition, key) instead of the columns
-        return columns.stream().map(Expressions::column).toArray(Expression[]::new);
+        List<Expression> out = new ArrayList<>();
+        table.partitionKeys().forEach(p -> out.add(Expressions.column(p)));
+        String function;
+        try {
+            function = new BucketFunction(table.bucketKeyTypes(), table.buckets()).name();
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            return out.toArray(new Expression[0]);
+        }
+        if (table.buckets() > 1) {
+            out.add(Expressions.apply(function,
+                table.bucketKey().stream().map(Expressions::column).toArray(Expression[]::new)));
+        }
+        return out.toArray(new Expression[0]);
     }
 
     /** LogicalWriteInfo with the injected options. */
@@ -148,7 +168,7 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
 
         @Override
         public boolean distributionStrictlyRequired() {
-            return false;   // Spark may coalesce small inputs (AQE): correctness never depends on it
+            return true;   // a repartition, which AQE may coalesce but never split (a rebalance splits skew)
         }
 
         @Override
