@@ -293,7 +293,7 @@ def test_insert_leaves_one_sorted_run_per_partition_and_bucket(spark: Any, pytho
                                                                 db: str, many_tasks: None, primary_key: bool) -> None:
     pk = ", PRIMARY KEY (id, dt) NOT ENFORCED" if primary_key else ""
     spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, dt STRING NOT NULL, v STRING{pk}) "
-              "PARTITIONED BY (dt) TBLPROPERTIES ('bucket' = '4')")
+              "PARTITIONED BY (dt) TBLPROPERTIES ('bucket' = '4', 'write-only' = 'true')")   # every run stays
     source = spark.range(2000).selectExpr("id", "IF(id % 3 = 0, 'x', 'y') AS dt", "CAST(id * 7 AS STRING) AS v")
     source.repartition(8).createOrReplaceTempView(f"src_{db}")
     spark.sql(f"INSERT INTO managed.{db}.t SELECT * FROM src_{db}")
