@@ -316,6 +316,23 @@ def test_insert_leaves_one_sorted_run_per_partition_and_bucket(spark: Any, pytho
     assert sorted(rows(spark, f"SELECT id, dt, v FROM managed.{db}.t")) == sorted(expected)
 
 
+def test_buckets_of_an_unpartitioned_table_get_their_own_write_tasks(spark: Any, db: str) -> None:
+    """Clustered by the bare bucket number, Spark's hash partitioning sends buckets 0 and 1 of 2 to the same task
+    of 2; the catalog clusters an unpartitioned table by the bucket's slot value instead (BucketSlotFunction)."""
+    spark.sql(f"CREATE TABLE managed.{db}.u (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED) "
+              "TBLPROPERTIES ('bucket' = '2')")
+    plan = "\n".join(r[0] for r in spark.sql(
+        f"EXPLAIN INSERT INTO managed.{db}.u SELECT id, 'x' FROM range(10)").collect())
+    assert "BucketSlotFunction$Bound" in plan and "REPARTITION_BY_NUM" in plan, plan
+    for buckets, tasks in [(2, 2), (4, 2), (5, 5), (16, 3)]:
+        bucket = f"tablestore_bucket:{buckets}:int64"
+        slot = f"tablestore_bucket_slot:{tasks}:{bucket}"
+        pairs = rows(spark, f"SELECT DISTINCT managed.`{bucket}`(id), pmod(hash(managed.`{slot}`(id)), {tasks}) "
+                            "FROM range(1000)")
+        assert sorted(pairs) == [(b, b % tasks) for b in range(buckets)]   # task b % tasks: all busy
+    assert [r[0] for r in spark.sql("SELECT pmod(hash(b), 2) FROM VALUES (0), (1) AS t(b)").collect()] == [1, 1]
+
+
 def test_the_catalog_service_restarts_when_it_died(spark: Any, db: str) -> None:
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     killed = 0

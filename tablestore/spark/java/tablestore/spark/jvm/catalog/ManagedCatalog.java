@@ -11,7 +11,6 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
 
 import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
@@ -339,10 +338,16 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
         return new Identifier[0];
     }
 
-    /** A table's bucket function ({@link BucketFunction#name}), which its writes name in their distribution. */
+    /**
+     * A table's bucket function ({@link BucketFunction#name}) or its {@link BucketSlotFunction}, which its writes
+     * name in their distribution.
+     */
     @Override
     public UnboundFunction loadFunction(Identifier ident) throws NoSuchFunctionException {
-        UnboundFunction function = BucketFunctionCatalog.load(ident);
+        UnboundFunction function = ident.namespace().length == 0 ? BucketSlotFunction.fromName(ident.name()) : null;
+        if (function == null) {
+            function = BucketFunctionCatalog.load(ident);
+        }
         if (function == null) {
             throw new NoSuchFunctionException(ident);
         }

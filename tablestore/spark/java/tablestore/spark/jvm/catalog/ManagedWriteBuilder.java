@@ -22,6 +22,7 @@ import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -85,15 +86,18 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        return new ClusteredWrite(python.build(), clustering(), mode, table.name());
+        Expression[] clustering = clustering();
+        boolean slots = table.partitionKeys().isEmpty() && clustering.length > 0;
+        return new ClusteredWrite(python.build(), clustering, slots ? tasks() : 0, mode, table.name());
     }
 
     /**
      * Partition columns, then the table's bucket of the row ({@link BucketFunction}, the JVM twin of
      * filestore/bucket.py, which {@link ManagedCatalog#loadFunction} resolves by name): all rows of a (partition,
-     * bucket) meet in one writer task, so a write leaves one sorted run per bucket. A bucket key without a JVM key
-     * encoding (the write itself then fails in Python) clusters by the partition columns alone: still one writer
-     * per bucket.
+     * bucket) meet in one writer task, so a write leaves one sorted run per bucket. Without partition columns, the
+     * bucket's {@link BucketSlotFunction} in {@link #tasks()} tasks, so that buckets do not share a task while
+     * another idles. A bucket key without a JVM key encoding (the write itself then fails in Python) clusters by
+     * the partition columns alone: still one writer per bucket.
      */
     private Expression[] clustering() {
         List<Expression> out = new ArrayList<>();
@@ -105,10 +109,18 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             return out.toArray(new Expression[0]);
         }
         if (table.buckets() > 1) {
+            if (out.isEmpty()) {
+                function = BucketSlotFunction.name(tasks(), function);
+            }
             out.add(Expressions.apply(function,
                 table.bucketKey().stream().map(Expressions::column).toArray(Expression[]::new)));
         }
         return out.toArray(new Expression[0]);
+    }
+
+    /** The write tasks of a table without partition columns: a bucket each, at most the session's shuffle tasks. */
+    private int tasks() {
+        return Math.max(1, Math.min(table.buckets(), SQLConf.get().numShufflePartitions()));
     }
 
     /** LogicalWriteInfo with the injected options. */
@@ -151,12 +163,14 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
     private static final class ClusteredWrite implements RequiresDistributionAndOrdering {
         private final Write python;
         private final Expression[] clustering;
+        private final int tasks;
         private final String mode;
         private final String table;
 
-        ClusteredWrite(Write python, Expression[] clustering, String mode, String table) {
+        ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table) {
             this.python = python;
             this.clustering = clustering;
+            this.tasks = tasks;
             this.mode = mode;
             this.table = table;
         }
@@ -164,6 +178,11 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         @Override
         public Distribution requiredDistribution() {
             return clustering.length == 0 ? Distributions.unspecified() : Distributions.clustered(clustering);
+        }
+
+        @Override
+        public int requiredNumPartitions() {
+            return tasks;   // 0: Spark's choice; a slot function's count otherwise (see BucketSlotFunction)
         }
 
         @Override
