@@ -5,8 +5,9 @@ local[2].
 
 Measures (each the best of --repeat runs, into a fresh primary-key table each time):
 - insert: `INSERT INTO managed.bench.t SELECT * FROM src` vs `src.write.format("managed").mode("append")`
-  (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the primary key (a
-  shuffle more), so it is also compared with `distribute_by_bucket(src)` + the DataFrame write;
+  (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the table's bucket (a
+  shuffle more, one writer per bucket: the plain DataFrame write has one per input task and bucket), so it is
+  also compared with `distribute_by_bucket(src)` + the DataFrame write;
 - select: `SELECT * FROM managed.bench.t` -> noop sink vs `spark.read.format("managed").load(...)` -> noop.
 Target: the SQL path within 10% of the DataFrame path. Prints a table and writes bench/out/spark_sql.json. Not a
 test: figures depend on the machine's load.

@@ -266,11 +266,72 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
             .toTable(f"managed.{db}.dst").awaitTermination(60)
 
 
-def test_writes_are_clustered_by_partition_and_key(spark: Any, db: str) -> None:
-    spark.sql(ORDERS.format(db=db))
+def test_writes_are_clustered_by_partition_and_bucket(spark: Any, db: str) -> None:
+    spark.sql(ORDERS.format(db=db).replace("'eventual')", "'eventual', 'bucket' = '4')"))
     plan = "\n".join(r[0] for r in spark.sql(
         f"EXPLAIN INSERT INTO managed.{db}.orders SELECT id, 'a', 1, 'x' FROM range(10)").collect())
-    assert "hashpartitioning(dt" in plan and "id" in plan.split("hashpartitioning(")[1].split(")")[0]
+    exchange = next(line for line in plan.splitlines() if "Exchange hashpartitioning(" in line)
+    clustering = exchange.split("hashpartitioning(")[1]
+    assert clustering.startswith("dt#") and "BucketFunction$Bound" in clustering.split(", id#")[0], plan
+    assert "REPARTITION_BY_COL" in plan and "Sort [" not in plan, plan   # a repartition, no local sort
+
+
+@pytest.fixture
+def many_tasks(spark: Any) -> Iterator[None]:
+    """Shuffles of 8 tasks that AQE does not merge: a bucket clustered by anything finer than the bucket (e.g.
+    its keys) would be written by several tasks."""
+    confs = {"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    before = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    yield
+    for k, v in before.items():
+        spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+@pytest.mark.parametrize("primary_key", [True, False])
+def test_insert_leaves_one_sorted_run_per_partition_and_bucket(spark: Any, python_catalog: tablestore.Catalog,
+                                                                db: str, many_tasks: None, primary_key: bool) -> None:
+    pk = ", PRIMARY KEY (id, dt) NOT ENFORCED" if primary_key else ""
+    spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, dt STRING NOT NULL, v STRING{pk}) "
+              "PARTITIONED BY (dt) TBLPROPERTIES ('bucket' = '4', 'write-only' = 'true')")   # every run stays
+    source = spark.range(2000).selectExpr("id", "IF(id % 3 = 0, 'x', 'y') AS dt", "CAST(id * 7 AS STRING) AS v")
+    source.repartition(8).createOrReplaceTempView(f"src_{db}")
+    spark.sql(f"INSERT INTO managed.{db}.t SELECT * FROM src_{db}")
+    spark.sql(f"INSERT INTO managed.{db}.t SELECT id, dt, 'again' FROM src_{db} WHERE id < 500")
+
+    table = python_catalog.get_table(f"{db}.t")
+    files = table.files()
+    runs = sorted((f["partition"]["dt"], f["bucket"], f["min_sequence_number"]) for f in files)  # type: ignore
+    per_bucket = {(dt, b): 0 for dt, b, _ in runs}
+    for dt, b, _ in runs:
+        per_bucket[(dt, b)] += 1
+    assert sorted(per_bucket) == [(dt, b) for dt in "xy" for b in range(4)]   # 8 (partition, bucket)s
+    # one new file (one sorted run) per (partition, bucket) and INSERT
+    assert set(per_bucket.values()) == {2}, runs
+    expected = [(i, "x" if i % 3 == 0 else "y", str(i * 7)) for i in range(2000)]
+    if primary_key:
+        expected = [(i, dt, "again" if i < 500 else v) for i, dt, v in expected]
+    else:
+        expected += [(i, dt, "again") for i, dt, _ in expected[:500]]
+    assert sorted(rows(spark, f"SELECT id, dt, v FROM managed.{db}.t")) == sorted(expected)
+
+
+def test_buckets_of_an_unpartitioned_table_get_their_own_write_tasks(spark: Any, db: str) -> None:
+    """Clustered by the bare bucket number, Spark's hash partitioning sends buckets 0 and 1 of 2 to the same task
+    of 2; the catalog clusters an unpartitioned table by the bucket's slot value instead (BucketSlotFunction)."""
+    spark.sql(f"CREATE TABLE managed.{db}.u (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED) "
+              "TBLPROPERTIES ('bucket' = '2')")
+    plan = "\n".join(r[0] for r in spark.sql(
+        f"EXPLAIN INSERT INTO managed.{db}.u SELECT id, 'x' FROM range(10)").collect())
+    assert "BucketSlotFunction$Bound" in plan and "REPARTITION_BY_NUM" in plan, plan
+    for buckets, tasks in [(2, 2), (4, 2), (5, 5), (16, 3)]:
+        bucket = f"tablestore_bucket:{buckets}:int64"
+        slot = f"tablestore_bucket_slot:{tasks}:{bucket}"
+        pairs = rows(spark, f"SELECT DISTINCT managed.`{bucket}`(id), pmod(hash(managed.`{slot}`(id)), {tasks}) "
+                            "FROM range(1000)")
+        assert sorted(pairs) == [(b, b % tasks) for b in range(buckets)]   # task b % tasks: all busy
+    assert [r[0] for r in spark.sql("SELECT pmod(hash(b), 2) FROM VALUES (0), (1) AS t(b)").collect()] == [1, 1]
 
 
 def test_the_catalog_service_restarts_when_it_died(spark: Any, db: str) -> None:

@@ -11,11 +11,15 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
+import tablestore.spark.jvm.BucketFunctionCatalog;
+
 import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchFunctionException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.NonEmptyNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
+import org.apache.spark.sql.connector.catalog.FunctionCatalog;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
@@ -27,6 +31,7 @@ import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
 import org.apache.spark.sql.connector.catalog.constraints.Constraint;
 import org.apache.spark.sql.connector.catalog.constraints.PrimaryKey;
+import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
 import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
 import org.apache.spark.sql.connector.expressions.IdentityTransform;
 import org.apache.spark.sql.connector.expressions.NamedReference;
@@ -43,7 +48,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <p>Settings ({@code spark.sql.catalog.<name>.*}), read from the session's conf at every call so that {@code SET}
  * takes effect: {@code warehouse}, and {@code table-storage.*} session defaults for new tables.
  */
-public class ManagedCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog {
+public class ManagedCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog, FunctionCatalog {
     static final String SESSION_PREFIX = "table-storage.";
 
     private String name;
@@ -330,6 +335,28 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
     }
 
     /** A Python action; its error as a Spark analysis error with Python's message. */
+    /** No listed functions: a table's bucket function (the one its writes cluster by) is loaded by name. */
+    @Override
+    public Identifier[] listFunctions(String[] namespace) {
+        return new Identifier[0];
+    }
+
+    /**
+     * A table's bucket function ({@link BucketFunction#name}) or its {@link BucketSlotFunction}, which its writes
+     * name in their distribution.
+     */
+    @Override
+    public UnboundFunction loadFunction(Identifier ident) throws NoSuchFunctionException {
+        UnboundFunction function = ident.namespace().length == 0 ? BucketSlotFunction.fromName(ident.name()) : null;
+        if (function == null) {
+            function = BucketFunctionCatalog.load(ident);
+        }
+        if (function == null) {
+            throw new NoSuchFunctionException(ident);
+        }
+        return function;
+    }
+
     JsonNode call(String action, Map<String, Object> args) {
         try {
             return PythonService.call(action, args);

@@ -40,6 +40,9 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
     private final StructType schema;
     private final List<String> partitionKeys = new ArrayList<>();
     private final List<String> primaryKey = new ArrayList<>();
+    private final List<String> bucketKey = new ArrayList<>();
+    private final List<String> bucketKeyTypes = new ArrayList<>();
+    private final int buckets;
     private final Map<String, String> properties = new LinkedHashMap<>();
     private final Map<String, String> identity = new HashMap<>();
     private final Long snapshotId;
@@ -50,6 +53,9 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
         this.schema = (StructType) DataType.fromJson(meta.get("schema").asText());
         meta.path("partition_keys").forEach(n -> partitionKeys.add(n.asText()));
         meta.path("primary_key").forEach(n -> primaryKey.add(n.asText()));
+        meta.path("bucket_key").forEach(n -> bucketKey.add(n.asText()));
+        meta.path("bucket_key_types").forEach(n -> bucketKeyTypes.add(n.asText()));
+        this.buckets = meta.path("bucket").asInt(1);
         meta.path("options").fields().forEachRemaining(e -> properties.put(e.getKey(), e.getValue().asText()));
         properties.put(TableCatalog.PROP_PROVIDER, PythonSourceBridge.SHORT_NAME);
         if (meta.hasNonNull("comment")) {
@@ -76,6 +82,20 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
 
     List<String> primaryKey() {
         return primaryKey;
+    }
+
+    /** The columns the table's bucket function hashes: the primary key, or the whole row without one. */
+    List<String> bucketKey() {
+        return bucketKey;
+    }
+
+    /** The Arrow types of {@link #bucketKey()}, as pyarrow prints them. */
+    List<String> bucketKeyTypes() {
+        return bucketKeyTypes;
+    }
+
+    int buckets() {
+        return buckets;
     }
 
     @Override

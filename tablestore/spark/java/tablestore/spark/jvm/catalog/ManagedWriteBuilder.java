@@ -1,5 +1,6 @@
 package tablestore.spark.jvm.catalog;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,8 +22,11 @@ import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import tablestore.spark.jvm.BucketFunction;
 
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
@@ -30,7 +34,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code static} (truncate), {@code dynamic} (the partitions written), or {@code filter} with
  * {@code overwrite-predicate} (JSON, {@link PredicateJson}: the partitions matching it).
  *
- * <p>The write asks Spark for one writer per key: rows clustered by the partition columns and primary key.
+ * <p>The write asks Spark for one writer per bucket: rows clustered by the partition columns and the table's bucket
+ * (see {@link #clustering()}), strictly: a rebalance (what Spark plans for a distribution not strictly required)
+ * may split a skewed bucket over tasks, a repartition only coalesces.
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
     private final ManagedTable table;
@@ -80,15 +86,41 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        return new ClusteredWrite(python.build(), clustering(), mode, table.name());
+        Expression[] clustering = clustering();
+        boolean slots = table.partitionKeys().isEmpty() && clustering.length > 0;
+        return new ClusteredWrite(python.build(), clustering, slots ? tasks() : 0, mode, table.name());
     }
 
-    /** Partition columns, then primary-key columns: all rows of a key meet in one writer task. */
+    /**
+     * Partition columns, then the table's bucket of the row ({@link BucketFunction}, the JVM twin of
+     * filestore/bucket.py, which {@link ManagedCatalog#loadFunction} resolves by name): all rows of a (partition,
+     * bucket) meet in one writer task, so a write leaves one sorted run per bucket. Without partition columns, the
+     * bucket's {@link BucketSlotFunction} in {@link #tasks()} tasks, so that buckets do not share a task while
+     * another idles. A bucket key without a JVM key encoding (the write itself then fails in Python) clusters by
+     * the partition columns alone: still one writer per bucket.
+     */
     private Expression[] clustering() {
-        java.util.LinkedHashSet<String> columns = new java.util.LinkedHashSet<>(table.partitionKeys());
-        columns.addAll(table.primaryKey());
-        // the bucket function's JVM twin plugs in here: cluster by bucket(partition, key) instead of the columns
-        return columns.stream().map(Expressions::column).toArray(Expression[]::new);
+        List<Expression> out = new ArrayList<>();
+        table.partitionKeys().forEach(p -> out.add(Expressions.column(p)));
+        String function;
+        try {
+            function = new BucketFunction(table.bucketKeyTypes(), table.buckets()).name();
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            return out.toArray(new Expression[0]);
+        }
+        if (table.buckets() > 1) {
+            if (out.isEmpty()) {
+                function = BucketSlotFunction.name(tasks(), function);
+            }
+            out.add(Expressions.apply(function,
+                table.bucketKey().stream().map(Expressions::column).toArray(Expression[]::new)));
+        }
+        return out.toArray(new Expression[0]);
+    }
+
+    /** The write tasks of a table without partition columns: a bucket each, at most the session's shuffle tasks. */
+    private int tasks() {
+        return Math.max(1, Math.min(table.buckets(), SQLConf.get().numShufflePartitions()));
     }
 
     /** LogicalWriteInfo with the injected options. */
@@ -131,12 +163,14 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
     private static final class ClusteredWrite implements RequiresDistributionAndOrdering {
         private final Write python;
         private final Expression[] clustering;
+        private final int tasks;
         private final String mode;
         private final String table;
 
-        ClusteredWrite(Write python, Expression[] clustering, String mode, String table) {
+        ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table) {
             this.python = python;
             this.clustering = clustering;
+            this.tasks = tasks;
             this.mode = mode;
             this.table = table;
         }
@@ -147,8 +181,13 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         }
 
         @Override
+        public int requiredNumPartitions() {
+            return tasks;   // 0: Spark's choice; a slot function's count otherwise (see BucketSlotFunction)
+        }
+
+        @Override
         public boolean distributionStrictlyRequired() {
-            return false;   // Spark may coalesce small inputs (AQE): correctness never depends on it
+            return true;   // a repartition, which AQE may coalesce but never split (a rebalance splits skew)
         }
 
         @Override

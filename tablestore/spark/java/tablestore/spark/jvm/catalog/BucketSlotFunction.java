@@ -1,0 +1,129 @@
+package tablestore.spark.jvm.catalog;
+
+import java.io.Serializable;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.functions.BoundFunction;
+import org.apache.spark.sql.connector.catalog.functions.ScalarFunction;
+import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.hash.Murmur3_x86_32;
+
+import tablestore.spark.jvm.BucketFunction;
+
+/**
+ * The write clustering of a table without partition columns: the table's bucket ({@link BucketFunction}) as a
+ * value that Spark's hash partitioning into {@code tasks} partitions sends to task {@code bucket % tasks}.
+ *
+ * <p>Spark clusters a write with {@code pmod(murmur3(value, seed 42), tasks)}; clustered by the bare bucket number,
+ * two buckets often share a task while another task idles (buckets 0 and 1 of 2 both hash to task 1 of 2), and
+ * the write runs at the speed of one core. This function returns, for bucket {@code b}, the smallest
+ * {@code b + k * buckets} that hashes to task {@code b % tasks}: distinct buckets stay distinct values (still one
+ * writer per bucket) and spread evenly. Its name carries both counts: {@code tablestore_bucket_slot:<tasks>:<the
+ * bucket function's name>}; the write asks Spark for exactly {@code tasks} partitions.
+ */
+final class BucketSlotFunction implements UnboundFunction {
+    private static final long serialVersionUID = 1L;
+    static final String PREFIX = "tablestore_bucket_slot";
+    private static final int SPARK_HASH_SEED = 42;   // HashPartitioning's Murmur3Hash seed
+
+    private final int tasks;
+    private final BucketFunction bucket;
+
+    BucketSlotFunction(int tasks, BucketFunction bucket) {
+        this.tasks = tasks;
+        this.bucket = bucket;
+    }
+
+    static String name(int tasks, String bucketFunctionName) {
+        return PREFIX + ":" + tasks + ":" + bucketFunctionName;
+    }
+
+    /** The function {@code name} names, or null when it is not a slot function's name. */
+    static BucketSlotFunction fromName(String name) {
+        if (!name.startsWith(PREFIX + ":")) {
+            return null;
+        }
+        String[] parts = name.split(":", 3);
+        return new BucketSlotFunction(Integer.parseInt(parts[1]), BucketFunction.fromName(parts[2]));
+    }
+
+    /** The value of each bucket: {@code slots[b]} hashes to task {@code b % tasks}. */
+    static int[] slots(int buckets, int tasks) {
+        int[] out = new int[buckets];
+        for (int b = 0; b < buckets; b++) {
+            int v = b;
+            while (Math.floorMod(Murmur3_x86_32.hashInt(v, SPARK_HASH_SEED), tasks) != b % tasks) {
+                v += buckets;
+            }
+            out[b] = v;
+        }
+        return out;
+    }
+
+    @Override
+    public BoundFunction bind(StructType inputType) {
+        BucketFunction.Bound bound = (BucketFunction.Bound) bucket.bind(inputType);
+        return new Bound(name(), bound, slots(bucketCount(), tasks));
+    }
+
+    private int bucketCount() {
+        return Integer.parseInt(bucket.name().split(":", 3)[1]);
+    }
+
+    @Override
+    public String description() {
+        return name() + ": the tablestore bucket of a key, spread over " + tasks + " write tasks";
+    }
+
+    @Override
+    public String name() {
+        return name(tasks, bucket.name());
+    }
+
+    /** The bound function: the slot value (int, never null) of a row's bucket. */
+    static final class Bound implements ScalarFunction<Integer>, Serializable {
+        private static final long serialVersionUID = 1L;
+        private final String name;
+        private final BucketFunction.Bound bucket;
+        private final int[] slots;
+
+        Bound(String name, BucketFunction.Bound bucket, int[] slots) {
+            this.name = name;
+            this.bucket = bucket;
+            this.slots = slots;
+        }
+
+        @Override
+        public Integer produceResult(InternalRow input) {
+            return slots[bucket.bucket(input)];
+        }
+
+        @Override
+        public DataType[] inputTypes() {
+            return bucket.inputTypes();
+        }
+
+        @Override
+        public DataType resultType() {
+            return DataTypes.IntegerType;
+        }
+
+        @Override
+        public boolean isResultNullable() {
+            return false;
+        }
+
+        @Override
+        public String canonicalName() {
+            return name;
+        }
+
+        @Override
+        public String name() {
+            return name;
+        }
+    }
+}
