@@ -254,11 +254,25 @@ def test_streaming_read_and_write_through_the_catalog(spark: Any, db: str, tmp_p
         spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a2')")
         assert run() == [("+U", 1, "a2"), ("-U", 1, "a")]   # from the checkpoint: the new changes only
 
-    data = spark.readStream.table(f"managed.{db}.src")   # without _row_kind: the changed rows
+    def upserts() -> list[tuple[Any, ...]]:   # without _row_kind: inserts and updates; a -U or -D row never shows
+        seen: list[tuple[Any, ...]] = []
+        query = spark.readStream.table(f"managed.{db}.src").writeStream.trigger(availableNow=True) \
+            .foreachBatch(lambda df, _: seen.extend(tuple(r) for r in df.collect())) \
+            .option("checkpointLocation", str(tmp_path / "upserts")).start()
+        query.awaitTermination(120)
+        return sorted(seen)
+
+    assert upserts() == [(1, "a2"), (2, "b")]   # the snapshot
+    spark.sql(f"INSERT INTO managed.{db}.src VALUES (1, 'a3'), (3, 'c')")
+    spark.sql(f"DELETE FROM managed.{db}.src WHERE id = 3")
+    assert upserts() == [(1, "a3"), (3, "c")]   # -U (1, 'a2') and -D (3, 'c') left out
+    spark.sql(f"INSERT INTO managed.{db}.src VALUES (3, 'c')")
+
+    data = spark.readStream.table(f"managed.{db}.src")   # without _row_kind: the upserts
     query = data.writeStream.option("checkpointLocation", str(tmp_path / "copy")).trigger(availableNow=True) \
         .toTable(f"managed.{db}.dst")
     query.awaitTermination(120)
-    assert rows(spark, f"SELECT id, v FROM managed.{db}.dst ORDER BY id") == [(1, "a2"), (2, "b")]
+    assert rows(spark, f"SELECT id, v FROM managed.{db}.dst ORDER BY id") == [(1, "a3"), (2, "b"), (3, "c")]
 
     counts = spark.readStream.table(f"managed.{db}.src").groupBy("id").count()
     with pytest.raises(Exception, match="a streaming write appends"):

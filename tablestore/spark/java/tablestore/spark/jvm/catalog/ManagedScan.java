@@ -44,6 +44,7 @@ import tablestore.spark.jvm.ProviderTable;
  * {@code _row_kind} sees {@code +I} for every row.
  */
 final class ManagedScan {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ManagedScan.class);
     static final String ROW_KIND = "_row_kind";
 
     private ManagedScan() {
@@ -163,6 +164,12 @@ final class ManagedScan {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            if (!SparkTraits.ROW_KIND_METADATA_COLUMN) {
+                LOG.warn("streaming read of managed table {}: this Spark (4.1) cannot offer the _row_kind column "
+                    + "through the catalog, so the stream gives the table's upserts (+I/+U rows) and no deletions; "
+                    + "for the changelog use tablestore.spark.read_changes(spark, table) or "
+                    + "spark.readStream.format(\"managed\").load(table)", builder.options.get("table"));
+            }
             StructType changes = new StructType().add(ROW_KIND, DataTypes.StringType, false);
             for (StructField f : builder.schema.fields()) {
                 changes = changes.add(f);
@@ -177,7 +184,7 @@ final class ManagedScan {
             if (builder.rowKind) {
                 order[n] = 0;
             }
-            return withReaderFactory(stream, order, changes);
+            return withReaderFactory(stream, order, changes, !builder.rowKind);
         }
     }
 
@@ -195,7 +202,8 @@ final class ManagedScan {
      * {@code stream} with its reader factory's rows reordered; every other call (offsets, admission control,
      * AvailableNow, metrics) goes to the Python stream unchanged, through a proxy of all its interfaces.
      */
-    private static MicroBatchStream withReaderFactory(MicroBatchStream stream, int[] order, StructType input) {
+    private static MicroBatchStream withReaderFactory(MicroBatchStream stream, int[] order, StructType input,
+            boolean upsertsOnly) {
         Set<Class<?>> interfaces = new LinkedHashSet<>();
         for (Class<?> c = stream.getClass(); c != null; c = c.getSuperclass()) {
             collect(c, interfaces);
@@ -203,7 +211,7 @@ final class ManagedScan {
         InvocationHandler handler = (proxy, method, args) -> {
             try {
                 if (method.getName().equals("createReaderFactory") && method.getParameterCount() == 0) {
-                    return new Reordered((PartitionReaderFactory) method.invoke(stream), order, input);
+                    return new Reordered((PartitionReaderFactory) method.invoke(stream), order, input, upsertsOnly);
                 }
                 if (method.getName().equals("toString") && method.getParameterCount() == 0) {
                     return stream.toString();
@@ -226,16 +234,34 @@ final class ManagedScan {
     }
 
     /** Rows of {@code delegate} with the columns at {@code order} (-1: the constant {@code +I}). */
+    private static final UTF8String UPDATE_BEFORE = UTF8String.fromString("-U");
+    private static final UTF8String DELETE = UTF8String.fromString("-D");
+
+    private static boolean retraction(UTF8String kind) {
+        return UPDATE_BEFORE.equals(kind) || DELETE.equals(kind);
+    }
+
     static final class Reordered implements PartitionReaderFactory {
         private static final long serialVersionUID = 1L;
         private final PartitionReaderFactory delegate;
         private final int[] order;
         private final DataType[] types;
+        private final boolean upsertsOnly;
 
         Reordered(PartitionReaderFactory delegate, int[] order, StructType input) {
+            this(delegate, order, input, false);
+        }
+
+        /**
+         * {@code upsertsOnly}: the input's first column is the change kind, and rows of {@code -U} / {@code -D} are
+         * left out (a stream read without {@code _row_kind} is the table's upserts, never a retraction that would
+         * look like a row).
+         */
+        Reordered(PartitionReaderFactory delegate, int[] order, StructType input, boolean upsertsOnly) {
             this.delegate = delegate;
             this.order = order;
             this.types = Arrays.stream(input.fields()).map(StructField::dataType).toArray(DataType[]::new);
+            this.upsertsOnly = upsertsOnly;
         }
 
         @Override
@@ -243,14 +269,22 @@ final class ManagedScan {
             PartitionReader<InternalRow> reader = delegate.createReader(partition);
             UTF8String insert = UTF8String.fromString("+I");
             return new PartitionReader<InternalRow>() {
+                private InternalRow current;
+
                 @Override
                 public boolean next() throws IOException {
-                    return reader.next();
+                    while (reader.next()) {
+                        current = reader.get();   // once per row: a reader's get() may not be repeatable
+                        if (!upsertsOnly || !retraction(current.getUTF8String(0))) {
+                            return true;
+                        }
+                    }
+                    return false;
                 }
 
                 @Override
                 public InternalRow get() {
-                    InternalRow row = reader.get();
+                    InternalRow row = current;
                     Object[] values = new Object[order.length];
                     for (int i = 0; i < order.length; i++) {
                         int from = order[i];
