@@ -10,8 +10,9 @@ output.
 
 The jar must be on the session's classpath when the session starts: `local_session()` puts it there; for a
 session of your own, set ``spark.jars`` to `jar_path()`. Building needs a JDK (``javac``, from ``JAVA_HOME``
-or the PATH). Cache: ``$TABLESTORE_CACHE_DIR`` or ``~/.cache/tablestore``; the file name carries a digest of
-the sources and the Spark version, so an upgrade rebuilds (and removes the jars of earlier builds).
+or the PATH). Cache: ``$TABLESTORE_CACHE_DIR`` or ``~/.cache/tablestore``; the file name carries the Spark
+version and a digest of the sources, so an upgrade rebuilds (and removes the jars of earlier sources for that
+Spark version; the jars of other Spark versions stay).
 """
 from __future__ import annotations
 
@@ -107,7 +108,9 @@ def jar_path() -> Path:
             for cls in sorted(classes.rglob("*.class")):
                 jar.write(cls, cls.relative_to(classes).as_posix())
         os.replace(built, target)   # atomic: a concurrent builder just replaces an identical jar
-    for old in target.parent.glob("tablestore-spark-*.jar"):   # jars of earlier sources or Spark versions
+    # jars of earlier sources for this Spark version; other versions' jars stay (a machine with several PySparks,
+    # e.g. one venv per Spark version, shares this cache)
+    for old in target.parent.glob(f"tablestore-spark-{version}-*.jar"):
         if old != target:
             old.unlink(missing_ok=True)   # a JVM still using one keeps its open file
     return target

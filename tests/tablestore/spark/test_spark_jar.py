@@ -15,6 +15,9 @@ from tablestore.spark.jar import SparkJarError, jar_path
 def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TABLESTORE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    other_spark = tmp_path / "cache" / "tablestore-spark-9.9.9-0123456789abcdef.jar"   # another venv's PySpark
+    other_spark.write_bytes(b"jar")
     first = jar_path()
     assert "tablestore/spark/jvm/UpsertMaterialize.class" in zipfile.ZipFile(first).namelist()
     mtime = first.stat().st_mtime_ns
@@ -27,6 +30,7 @@ def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Pat
     monkeypatch.setattr(jar, "SOURCES", sources)
     second = jar_path()
     assert second != first and second.exists() and not first.exists()
+    assert other_spark.exists()   # the jar of another Spark version stays
 
 
 def test_without_a_jdk_the_error_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
