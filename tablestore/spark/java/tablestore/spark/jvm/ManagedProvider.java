@@ -8,7 +8,6 @@ import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
-import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.streaming.Source;
 import org.apache.spark.sql.sources.StreamSourceProvider;
 import org.apache.spark.sql.types.StructType;
@@ -20,7 +19,7 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * The JVM face of the {@code managed} data source: everything is delegated to the Python data source
  * ({@code pyspark_managed.DefaultSource}, registered under the same short name) through a fresh
- * {@link PythonDataSourceV2} per provider instance (Spark creates one provider per lookup). It exists for one thing
+ * Python source ({@link PythonSourceBridge.Source}) per provider instance (Spark creates one provider per lookup). It exists for one thing
  * Python cannot do: give a streaming read without a schema ({@code spark.readStream.format("managed")
  * .load("db.orders")}) the changelog schema ({@code _row_kind} + the table's columns) while a batch read of the same
  * options gets the table's schema. A Python data source answers {@code schema()} once, without knowing which.
@@ -44,20 +43,19 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public class ManagedProvider implements TableProvider, StreamSourceProvider {
     /** The short name of the data source, Python's as well. */
-    public static final String SHORT_NAME = "managed";
+    public static final String SHORT_NAME = PythonSourceBridge.SHORT_NAME;
     /** Injected into the Python source's options: answer {@code schema()} with the changelog schema. */
     public static final String CHANGES_OPTION = "__read-changes";
 
     private static final ThreadLocal<Map<String, String>> STREAMING_READ = new ThreadLocal<>();
 
-    private PythonDataSourceV2 python;
+    private PythonSourceBridge.Source python;
     /** Where this provider's table has the Python reader write its raw-split plan (see {@link ProviderTable}). */
     private final String planFile = ProviderTable.newPlanFile();
 
-    private PythonDataSourceV2 python() {
+    private PythonSourceBridge.Source python() {
         if (python == null) {
-            python = new PythonDataSourceV2();
-            python.setShortName(SHORT_NAME);
+            python = new PythonSourceBridge.Source();
         }
         return python;
     }
@@ -106,7 +104,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         STREAMING_READ.remove();
-        return new ProviderTable(python().getTable(schema, partitioning, properties), planFile);
+        return new ProviderTable(python().table(schema, partitioning, properties), planFile);
     }
 
     @Override
@@ -124,9 +122,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
             return new Tuple2<>(SHORT_NAME, schema.get());
         }
         // the V1 relation's schema: the same as the V2 table's (this provider's fresh Python source, as Spark's own)
-        PythonDataSourceV2 fresh = new PythonDataSourceV2();
-        fresh.setShortName(SHORT_NAME);
-        return new Tuple2<>(SHORT_NAME, fresh.inferSchema(withChanges(options)));
+        return new Tuple2<>(SHORT_NAME, new PythonSourceBridge.Source().inferSchema(withChanges(options)));
     }
 
     @Override

@@ -35,6 +35,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import tablestore.spark.jvm.ProviderTable;
+import tablestore.spark.jvm.PythonSourceBridge;
 
 /**
  * Scans of a managed table. Batch: the Python data source's scan of the table's columns (filters pushed down as in

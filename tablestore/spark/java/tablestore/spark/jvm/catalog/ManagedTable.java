@@ -29,6 +29,8 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
+import tablestore.spark.jvm.PythonSourceBridge;
+
 /**
  * A managed table as Spark sees it: its metadata (loaded from the Python catalog service), and scans and writes
  * handed to the Python data source {@code managed} with the table's identity injected into the options

@@ -27,6 +27,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.BucketFunction;
+import tablestore.spark.jvm.PythonSourceBridge;
 
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
