@@ -1,10 +1,14 @@
 package tablestore.spark.jvm;
 
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 
 import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.SupportsCatalogOptions;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -40,8 +44,18 @@ import scala.jdk.javaapi.CollectionConverters;
  * fallback for this source (its table supports micro-batch reads): {@link #createSource} refuses.
  *
  * <p>Batch scans also read the splits that need no merge with Spark's own Parquet reader: {@link ProviderTable}.
+ *
+ * <p>Batch reads and writes go through a catalog ({@link SupportsCatalogOptions}: DataFrameReader.load and
+ * DataFrameWriter.save, Spark 4.1-4.3, then load the table from {@link #extractCatalog}'s catalog by
+ * {@link #extractIdentifier}'s identifier), because a write relation with a catalog that is a
+ * {@code FunctionCatalog} is what lets the write ask Spark for a distribution by the table's bucket function (one
+ * writer per bucket, as SQL INSERT). The catalog ({@link ProviderCatalog}) builds the same table as before
+ * ({@link #batchTable}: the options travel in the identifier, {@link OptionsIdentifier}), so reads are unchanged;
+ * time-travel options stay options of the scan. Streaming reads and writes never ask a provider for a catalog
+ * (DataStreamReader/Writer, ResolveDataSource): they are unchanged too. What changes: a batch read cannot take a
+ * user-specified schema (Spark refuses one with a catalog; the table's schema is the managed table's anyway).
  */
-public class ManagedProvider implements TableProvider, StreamSourceProvider {
+public class ManagedProvider implements TableProvider, StreamSourceProvider, SupportsCatalogOptions {
     /** The short name of the data source, Python's as well. */
     public static final String SHORT_NAME = PythonSourceBridge.SHORT_NAME;
     /** Injected into the Python source's options: answer {@code schema()} with the changelog schema. */
@@ -104,7 +118,78 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider {
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         STREAMING_READ.remove();
-        return new ProviderTable(python().table(schema, partitioning, properties), planFile);
+        return new ProviderTable(python().table(schema, partitioning, properties), planFile, false);
+    }
+
+    /**
+     * The table of a batch read or write, built as Spark builds a provider's table without a catalog
+     * (DataSourceV2Utils.getTableFromProvider), whose writes cluster by the table's bucket.
+     */
+    Table batchTable(CaseInsensitiveStringMap options) {
+        StructType schema = inferSchema(options);
+        Transform[] partitioning = inferPartitioning(options);
+        STREAMING_READ.remove();
+        return new ProviderTable(python().table(schema, partitioning, options.asCaseSensitiveMap()), planFile, true);
+    }
+
+    @Override
+    public Identifier extractIdentifier(CaseInsensitiveStringMap options) {
+        return new OptionsIdentifier(this, options);
+    }
+
+    @Override
+    public String extractCatalog(CaseInsensitiveStringMap options) {
+        return ProviderCatalog.register(options.asCaseSensitiveMap());
+    }
+
+    /**
+     * The identifier of a batch read or write: the table's name ({@code path} or {@code table} option, split at
+     * its dots) and what loads it, this provider with the options ({@link ProviderCatalog#loadTable}).
+     */
+    static final class OptionsIdentifier implements Identifier {
+        private final ManagedProvider provider;
+        private final CaseInsensitiveStringMap options;
+        private final String[] namespace;
+        private final String name;
+
+        OptionsIdentifier(ManagedProvider provider, CaseInsensitiveStringMap options) {
+            this.provider = provider;
+            this.options = options;
+            String table = options.containsKey("path") ? options.get("path") : options.get("table");
+            String[] parts = table == null ? new String[] {""} : table.split("\\.", -1);
+            this.namespace = Arrays.copyOf(parts, parts.length - 1);
+            this.name = parts[parts.length - 1];
+        }
+
+        Table load() {
+            return provider.batchTable(options);
+        }
+
+        @Override
+        public String[] namespace() {
+            return namespace;
+        }
+
+        @Override
+        public String name() {
+            return name;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof OptionsIdentifier && Arrays.equals(namespace, ((OptionsIdentifier) o).namespace)
+                && name.equals(((OptionsIdentifier) o).name) && options.equals(((OptionsIdentifier) o).options);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(Arrays.hashCode(namespace), name);
+        }
+
+        @Override
+        public String toString() {
+            return namespace.length == 0 ? name : String.join(".", namespace) + "." + name;
+        }
     }
 
     @Override

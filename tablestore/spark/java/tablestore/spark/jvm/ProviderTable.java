@@ -7,6 +7,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -41,6 +42,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
+import tablestore.spark.jvm.catalog.BucketClustering;
+
 /**
  * The Python source's table with one addition to its batch scans: splits that need no merge are read by Spark's
  * own vectorized Parquet reader instead of through a Python worker (Paimon's raw-convertible splits).
@@ -61,10 +64,17 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
     private final Table python;
     private final RawPlan plan;
+    private final boolean clustered;
 
-    ProviderTable(Table python, String planFile) {
+    /**
+     * {@code clustered}: a batch read's or write's table, loaded through the provider's catalog
+     * ({@link ProviderCatalog}): its writes take the rows as they are (as the provider's table of the written
+     * DataFrame's schema did) and cluster them by the table's bucket ({@link BucketClustering#forDataSource}).
+     */
+    ProviderTable(Table python, String planFile, boolean clustered) {
         this.python = python;
         this.plan = new RawPlan(planFile);
+        this.clustered = clustered;
     }
 
     /**
@@ -74,7 +84,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
      * {@code PythonDataSourceV2} per scan does.
      */
     public static ProviderTable of(Table python) {
-        return new ProviderTable(python, newPlanFile());
+        return new ProviderTable(python, newPlanFile(), false);
     }
 
     /** A new file path for a raw plan (the file is not created). */
@@ -113,12 +123,18 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
     @Override
     public Set<TableCapability> capabilities() {
-        return python.capabilities();
+        if (!clustered) {
+            return python.capabilities();
+        }
+        Set<TableCapability> out = EnumSet.copyOf(python.capabilities());
+        out.add(TableCapability.ACCEPT_ANY_SCHEMA);   // `_row_kind`, a key Python casts: Python checks the rows
+        return out;
     }
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return ((SupportsWrite) python).newWriteBuilder(info);
+        WriteBuilder builder = ((SupportsWrite) python).newWriteBuilder(info);
+        return clustered ? BucketClustering.forDataSource(builder, info) : builder;
     }
 
     @Override

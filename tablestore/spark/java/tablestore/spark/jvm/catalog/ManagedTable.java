@@ -100,6 +100,11 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
         return buckets;
     }
 
+    /** What the table's writes cluster by (one writer per bucket). */
+    BucketClustering.Layout layout() {
+        return new BucketClustering.Layout(partitionKeys, bucketKey, bucketKeyTypes, buckets);
+    }
+
     @Override
     public String name() {
         return catalog.name() + "." + ident;

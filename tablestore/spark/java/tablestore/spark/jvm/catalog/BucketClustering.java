@@ -1,0 +1,285 @@
+package tablestore.spark.jvm.catalog;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
+import org.apache.spark.sql.connector.distributions.Distribution;
+import org.apache.spark.sql.connector.distributions.Distributions;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.SortOrder;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+import tablestore.spark.jvm.BucketFunction;
+import tablestore.spark.jvm.BucketFunctionCatalog;
+
+/**
+ * One writer per bucket (FLIP-188) for the writes Spark plans: the write asks Spark for its rows clustered by the
+ * partition columns and the table's bucket ({@link BucketFunction}, the JVM twin of filestore/bucket.py), strictly
+ * (a rebalance, what Spark plans for a distribution not strictly required, may split a skewed bucket over tasks; a
+ * repartition only coalesces). All rows of a (partition, bucket) then meet in one writer task, in input order, so
+ * a write leaves one sorted run per bucket and a key's rows apply in the order they came.
+ *
+ * <p>Spark resolves the bucket function through the catalog of the written relation, which must be a
+ * {@code FunctionCatalog} answering {@link #loadFunction}: the SQL catalog ({@link ManagedCatalog}) and the
+ * {@code managed} data source's own catalog ({@code tablestore.spark.jvm.ProviderCatalog}).
+ */
+public final class BucketClustering {
+    private BucketClustering() {
+    }
+
+    /** What a table's writes cluster by: its partition columns and its bucket key, types and count. */
+    public static final class Layout {
+        final List<String> partitionKeys;
+        final List<String> bucketKey;
+        final List<String> bucketKeyTypes;
+        final int buckets;
+
+        public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets) {
+            this.partitionKeys = List.copyOf(partitionKeys);
+            this.bucketKey = List.copyOf(bucketKey);
+            this.bucketKeyTypes = List.copyOf(bucketKeyTypes);
+            this.buckets = buckets;
+        }
+
+        /** The layout in a table's metadata (the catalog service's {@code load_table} answer). */
+        static Layout of(JsonNode meta) {
+            List<String> partitionKeys = new ArrayList<>();
+            List<String> bucketKey = new ArrayList<>();
+            List<String> bucketKeyTypes = new ArrayList<>();
+            meta.path("partition_keys").forEach(n -> partitionKeys.add(n.asText()));
+            meta.path("bucket_key").forEach(n -> bucketKey.add(n.asText()));
+            meta.path("bucket_key_types").forEach(n -> bucketKeyTypes.add(n.asText()));
+            return new Layout(partitionKeys, bucketKey, bucketKeyTypes, meta.path("bucket").asInt(1));
+        }
+    }
+
+    /** A bucket function or slot function ({@link BucketSlotFunction}) a clustered write names, or null. */
+    public static UnboundFunction loadFunction(Identifier ident) {
+        UnboundFunction function = ident.namespace().length == 0 ? BucketSlotFunction.fromName(ident.name()) : null;
+        return function != null ? function : BucketFunctionCatalog.load(ident);
+    }
+
+    /**
+     * Partition columns, then the table's bucket of the row ({@link BucketFunction}, which {@link #loadFunction}
+     * resolves by name): all rows of a (partition, bucket) meet in one writer task. Without partition columns, the
+     * bucket's {@link BucketSlotFunction} in {@link #tasks} tasks, so that buckets do not share a task while
+     * another idles. A bucket key without a JVM key encoding (the write itself then fails in Python) clusters by
+     * the partition columns alone: still one writer per bucket.
+     */
+    static Expression[] clustering(Layout layout) {
+        List<Expression> out = new ArrayList<>();
+        layout.partitionKeys.forEach(p -> out.add(Expressions.column(p)));
+        String function;
+        try {
+            function = new BucketFunction(layout.bucketKeyTypes, layout.buckets).name();
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            return out.toArray(new Expression[0]);
+        }
+        if (layout.buckets > 1) {
+            if (out.isEmpty()) {
+                function = BucketSlotFunction.name(tasks(layout), function);
+            }
+            out.add(Expressions.apply(function,
+                layout.bucketKey.stream().map(Expressions::column).toArray(Expression[]::new)));
+        }
+        return out.toArray(new Expression[0]);
+    }
+
+    /** The write tasks of a table without partition columns: a bucket each, at most the session's shuffle tasks. */
+    static int tasks(Layout layout) {
+        return Math.max(1, Math.min(layout.buckets, SQLConf.get().numShufflePartitions()));
+    }
+
+    /**
+     * {@code python} with the distribution of {@code layout}; {@code mode} (null: append) is the overwrite mode,
+     * which a streaming write refuses.
+     */
+    static Write clustered(Write python, Layout layout, String mode, String table) {
+        Expression[] clustering = clustering(layout);
+        boolean slots = layout.partitionKeys.isEmpty() && clustering.length > 0;
+        return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table);
+    }
+
+    /**
+     * Whether Spark can cluster rows of {@code input} by {@code layout}: every column it names is there, and the
+     * key columns have the Spark types of the table's key types (a DataFrame written as it is, e.g. an int column
+     * into a bigint key, which the Python writer casts, cannot be bucketed before that cast).
+     */
+    static boolean clusters(Layout layout, StructType input) {
+        for (String column : layout.partitionKeys) {
+            if (field(input, column) == null) {
+                return false;
+            }
+        }
+        if (layout.buckets <= 1) {
+            return true;
+        }
+        List<StructField> key = new ArrayList<>();
+        for (String column : layout.bucketKey) {
+            StructField f = field(input, column);
+            if (f == null) {
+                return false;
+            }
+            key.add(f);
+        }
+        try {
+            new BucketFunction(layout.bucketKeyTypes, layout.buckets).bind(DataTypes.createStructType(key));
+            return true;
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            return false;
+        }
+    }
+
+    private static StructField field(StructType schema, String name) {
+        boolean caseSensitive = SQLConf.get().caseSensitiveAnalysis();
+        for (StructField f : schema.fields()) {
+            if (caseSensitive ? f.name().equals(name) : f.name().toLowerCase(Locale.ROOT)
+                    .equals(name.toLowerCase(Locale.ROOT))) {
+                return f;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * The write builder of a {@code managed} data source write ({@code df.write.format("managed")}): Python's
+     * {@code python}, its write clustered by the table's layout, loaded from the catalog service when the write is
+     * built (the table named by the write's options {@code path}/{@code table}, {@code warehouse} or the
+     * environment's {@code TABLESTORE_WAREHOUSE}, {@code table-storage.*}). When the layout cannot be loaded (no
+     * such table, no warehouse) or does not fit the rows ({@link #clusters}), the write is Python's alone, which
+     * reports the error or writes as without a distribution.
+     */
+    public static WriteBuilder forDataSource(WriteBuilder python, LogicalWriteInfo info) {
+        return new SourceWriteBuilder(python, info);
+    }
+
+    private static final class SourceWriteBuilder implements SupportsTruncate {
+        private WriteBuilder python;
+        private final LogicalWriteInfo info;
+
+        SourceWriteBuilder(WriteBuilder python, LogicalWriteInfo info) {
+            this.python = python;
+            this.info = info;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            python = ((SupportsTruncate) python).truncate();
+            return this;
+        }
+
+        @Override
+        public Write build() {
+            Write write = python.build();
+            Map<String, String> options = info.options();
+            String table = options.getOrDefault("path", options.get("table"));
+            String warehouse = options.getOrDefault("warehouse", System.getenv("TABLESTORE_WAREHOUSE"));
+            if (table == null || warehouse == null || table.split("\\.").length != 2) {
+                return write;
+            }
+            Map<String, String> session = new java.util.LinkedHashMap<>();
+            options.forEach((k, v) -> {
+                if (k.startsWith(ManagedCatalog.SESSION_PREFIX)) {
+                    session.put(k, v);
+                }
+            });
+            Layout layout;
+            try {
+                Map<String, Object> args = new java.util.LinkedHashMap<>();
+                args.put("warehouse", warehouse);
+                args.put("options", session);
+                args.put("table", List.of(table.split("\\.")));
+                layout = Layout.of(PythonService.call("load_table", args));
+            } catch (PythonServiceException e) {
+                return write;
+            }
+            return clusters(layout, info.schema()) ? clustered(write, layout, null, table) : write;
+        }
+    }
+
+    /** The Python write, with the distribution Spark must give it. */
+    private static final class ClusteredWrite implements RequiresDistributionAndOrdering {
+        private final Write python;
+        private final Expression[] clustering;
+        private final int tasks;
+        private final String mode;
+        private final String table;
+
+        ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table) {
+            this.python = python;
+            this.clustering = clustering;
+            this.tasks = tasks;
+            this.mode = mode;
+            this.table = table;
+        }
+
+        @Override
+        public Distribution requiredDistribution() {
+            return clustering.length == 0 ? Distributions.unspecified() : Distributions.clustered(clustering);
+        }
+
+        @Override
+        public int requiredNumPartitions() {
+            return tasks;   // 0: Spark's choice; a slot function's count otherwise (see BucketSlotFunction)
+        }
+
+        @Override
+        public boolean distributionStrictlyRequired() {
+            return true;   // a repartition, which AQE may coalesce but never split (a rebalance splits skew)
+        }
+
+        @Override
+        public SortOrder[] requiredOrdering() {
+            return new SortOrder[0];
+        }
+
+        @Override
+        public String description() {
+            return python.description();
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+            return python.toBatch();
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+            if (mode != null) {
+                throw Errors.unchecked(new PythonServiceException("SparkWriteError", "table " + table
+                    + ": a streaming write appends; overwriting (INSERT OVERWRITE, output mode complete) on an "
+                    + "unbounded stream is not supported"));
+            }
+            return python.toStreaming();
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return python.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return python.reportDriverMetrics();
+        }
+    }
+}
