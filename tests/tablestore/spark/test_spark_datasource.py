@@ -147,24 +147,78 @@ def test_python_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
         assert _load(spark, tmp_path, table).count() == 1
 
 
-def test_rows_of_one_key_in_several_input_partitions_take_the_last_partition(spark: Any, tmp_path: Path) -> None:
-    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=2)
-    rows = [(1, "p0-first", 0.0, "x"), (1, "p0-last", 0.0, "x"), (1, "p1-first", 0.0, "x"), (1, "p1-last", 0.0, "x")]
-    df = spark.sparkContext.parallelize(rows, 2).toDF(spark_schema(SCHEMA))
+def _runs(table: tablestore.Table) -> list[tuple[str, int]]:
+    return [(str(f["partition"]), int(f["bucket"])) for f in table.files()]  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_a_dataframe_write_has_one_writer_per_bucket_and_applies_a_key_s_rows_in_input_order(
+        spark: Any, tmp_path: Path, partitioned: bool) -> None:
+    """Every key's rows come through each of 4 input partitions: the write still leaves exactly one new file per
+    bucket it writes (one writer per bucket, as SQL INSERT), and each key ends with its last row in input order;
+    a changelog's -D/+I of one key in different input partitions apply in input order too."""
+    table = _new_table(tmp_path, pk=True, partitioned=partitioned, buckets=3)
+    rows = [(i % 7, f"r{i}", float(i), "xy"[i % 2] if partitioned else "x") for i in range(200)]
+    df = spark.sparkContext.parallelize(rows, 4).toDF(spark_schema(SCHEMA))
     df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
-    assert table.read().column("name").to_pylist() == ["p1-last"]
-    starts = sorted(int(f["min_sequence_number"]) for f in table.files())  # type: ignore[call-overload]
-    assert len(starts) == 2 and starts[0] < 1 << 32 <= starts[1]      # task i numbers from i * 2**32
+    runs = _runs(table)
+    assert len(runs) == len(set(runs)) == (6 if partitioned else 3), runs   # without the distribution: 4 per bucket
+    expected = {(r[0], r[3]): r for r in rows}
+    assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
+
+    key = rows[0][3]
+    changes = [("-D", 0, "", 0.0, key), ("+I", 0, "back", 0.0, key),      # input partition 0: 0 deleted, then back
+               ("+I", 1, "gone", 0.0, key), ("-D", 1, "", 0.0, key)]       # input partition 1: 1 back, then deleted
+    changes += [("+U", k, f"u{k}", 1.0, key) for k in range(2, 7)]
+    cdf = spark.sparkContext.parallelize(changes, 3).toDF("_row_kind string, id long, name string, v double, "
+                                                          "part string")
+    cdf.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    new_runs = [r for r in _runs(table) if r not in runs]
+    assert len(new_runs) == len(set(new_runs)), new_runs
+    names = {(r["id"], r["part"]): r["name"] for r in table.read().to_pylist()}
+    assert names[(0, key)] == "back" and (1, key) not in names and names[(2, key)] == "u2"
 
 
-def test_distribute_by_bucket_gives_one_writer_per_bucket_in_input_order(spark: Any, tmp_path: Path) -> None:
+def test_a_key_of_another_type_than_the_table_s_is_written_as_python_casts_it(spark: Any, tmp_path: Path) -> None:
+    """An int key into a bigint column: Spark cannot bucket the rows before Python casts them, so the write runs
+    without the distribution (as before it had one) instead of failing."""
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=2)
+    df = spark.sparkContext.parallelize([(i, f"n{i}", 0.0, "x") for i in range(20)], 2) \
+        .toDF("id int, name string, v double, part string")
+    df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    assert sorted(table.read().column("id").to_pylist()) == list(range(20))
+
+
+def test_save_modes_that_create_a_table_are_refused(spark: Any, tmp_path: Path) -> None:
+    table = _new_table(tmp_path, pk=True, partitioned=False, buckets=1)
+    df = spark.createDataFrame([(1, "a", 0.0, "x")], spark_schema(SCHEMA))
+    for mode in ("errorifexists", "ignore"):
+        with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+            df.write.format("managed").option("warehouse", str(tmp_path)).mode(mode).save(table.name)
+    assert table.snapshots() == []
+
+
+def test_distribute_by_bucket_puts_each_bucket_in_one_task_in_input_order(spark: Any, tmp_path: Path) -> None:
+    """The write clusters by bucket itself; `distribute_by_bucket` still orders each bucket's rows by their input
+    position in one task before the write (what a cluster's shuffle, fetching from several executors, does not)."""
+    from filestore import bucket_of
+
     table = _new_table(tmp_path, pk=True, partitioned=True, buckets=3)
     rows = [(i % 7, f"r{i}", float(i), "xy"[i % 2]) for i in range(200)]   # every key written many times
     df = spark.sparkContext.parallelize(rows, 4).toDF(spark_schema(SCHEMA))
-    tablestore.spark.distribute_by_bucket(df, table.name, warehouse=str(tmp_path)) \
-        .write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
-    files = table.files()
-    assert len(files) == len({(str(f["partition"]), f["bucket"]) for f in files})   # one run per bucket
+    distributed = tablestore.spark.distribute_by_bucket(df, table.name, warehouse=str(tmp_path))
+    tasks = distributed.rdd.glom().collect()
+    keys = pa.table({"id": [r[0] for r in rows], "part": [r[3] for r in rows]})
+    bucket = dict(zip([(r[0], r[3]) for r in rows], bucket_of(keys, ["id", "part"], 3).tolist()))
+    where: dict[tuple[str, int], int] = {}
+    for task, task_rows in enumerate(tasks):
+        for r in task_rows:
+            assert where.setdefault((r.part, bucket[(r.id, r.part)]), task) == task   # a bucket in one task
+        positions = [int(r.name[1:]) for r in task_rows]
+        assert positions == sorted(positions)   # in input order
+    distributed.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
+    runs = _runs(table)
+    assert len(runs) == len(set(runs))   # one run per bucket
     expected = {(r[0], r[3]): r for r in rows}   # input order: the last row of a key wins
     assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
 

@@ -1,7 +1,7 @@
 """A SparkSession built by hand (the jar on spark.jars, no register call, started outside the repository) finds
 the `managed` data source (the jar's JVM provider, delegating to the Python source that PySpark's static lookup of
-the top-level module `pyspark_managed` registers), for batch reads and for streaming reads of changes without a
-schema."""
+the top-level module `pyspark_managed` registers), for batch reads, for streaming reads of changes without a
+schema, and for batch writes clustered by bucket (the data source's hidden catalog needs no catalog conf)."""
 from __future__ import annotations
 
 import os
@@ -37,6 +37,10 @@ SCRIPT = textwrap.dedent("""
     q.awaitTermination()
     print("CHANGES", sorted(tuple(r) for r in spark.sql("SELECT * FROM changes").collect()))
     print("BATCH", spark.read.format("managed").option("warehouse", wh).load("db.o").columns)
+    w = cat.create_table("db.w", pa.schema([pa.field("id", pa.int64(), False)]), primary_key=["id"],
+                         options={"bucket": "2"})
+    spark.range(0, 40, numPartitions=4).write.format("managed").option("warehouse", wh).mode("append").save("db.w")
+    print("RUNS", sorted(f["bucket"] for f in w.files()), w.read().num_rows)
     spark.stop()
 """)
 
@@ -49,3 +53,4 @@ def test_a_session_built_by_hand_finds_managed_without_registering_it(tmp_path: 
     assert "STREAM True ['_row_kind', 'id']" in done.stdout, done.stderr[-3000:]
     assert "CHANGES [('+I', 1), ('+I', 2), ('+I', 3)]" in done.stdout, done.stderr[-3000:]
     assert "BATCH ['id']" in done.stdout, done.stderr[-3000:]
+    assert "RUNS [0, 1] 40" in done.stdout, done.stderr[-3000:]   # 4 input partitions, one writer per bucket
