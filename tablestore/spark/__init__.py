@@ -2,7 +2,7 @@
 
 - `session(warehouse=..., master=None, **conf)`: a SparkSession for managed tables (the `managed` data source:
   `spark.read.format("managed").load("db.t")`, `df.write.format("managed").save("db.t")`).
-- `distribute_by_bucket(df, "db.t")`: one writer per bucket for a `managed` write, rows in input order.
+- `distribute_by_bucket(df, "db.t")`: each bucket in one task in strict input order before a `managed` write.
 - `materialize_for_sink(df, "db.t")`: a streaming changelog through the upsert materializer when the table's
   `sink.upsert-materialize` says so, before `df.writeStream.format("managed")`.
 - `read_changes(spark, "db.t", scan="full")`: a streaming DataFrame of the table's changes (`_row_kind` + columns).

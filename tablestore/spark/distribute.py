@@ -1,17 +1,18 @@
-"""`distribute_by_bucket(df, "db.orders")`: one writer per bucket (FLIP-188) for a `managed` write.
+"""`distribute_by_bucket(df, "db.orders")`: each bucket in one task, in strict input order, before a `managed` write.
 
-Spark's Python data source API cannot ask Spark for a write distribution, so `df.write.format("managed")` writes
-each bucket from every task whose rows hash to it (sequence numbers never tie: see tablestore/spark/write.py).
-This step, applied before the write, sends each (partition, bucket) to exactly one task, in input order:
+`df.write.format("managed")` clusters its rows by the table's bucket itself (one writer per bucket, as SQL INSERT:
+tablestore/spark/java/tablestore/spark/jvm/catalog/BucketClustering.java). What that shuffle does not give on a
+cluster is the input order of one key's rows that come through several input partitions: a task fetches its
+blocks from several executors in no fixed order. This step, applied before the write, fixes that order:
 
 1. `_ts_order` = `monotonically_increasing_id()`: the row's input position (input partition, then row);
 2. `_ts_bucket` = the table's own bucket function (`filestore.bucket.bucket_of`), computed once per row in a
    `mapInArrow` step over the key columns cast to the table's types (what the writer hashes);
 3. repartition by (partition columns, `_ts_bucket`), sort each task's rows by `_ts_order`, drop both columns.
 
-So a bucket is written by one task, a key's rows apply in input order, and a write produces one sorted run per
-bucket instead of one per task and bucket. It costs a Python pass and a shuffle: `bench/spark_datasource_bench.py`
-measures it.
+Each bucket is then in one task, in input order; the write's own shuffle moves each bucket out of that one task,
+so its rows stay in that order. It also gives one writer per bucket when the write cannot cluster (key columns of
+other types than the table's). It costs a Python pass and a shuffle: `bench/spark_datasource_bench.py` measures it.
 """
 from __future__ import annotations
 

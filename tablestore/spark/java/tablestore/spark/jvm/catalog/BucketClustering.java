@@ -43,6 +43,8 @@ import tablestore.spark.jvm.BucketFunctionCatalog;
  * {@code managed} data source's own catalog ({@code tablestore.spark.jvm.ProviderCatalog}).
  */
 public final class BucketClustering {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BucketClustering.class);
+
     private BucketClustering() {
     }
 
@@ -209,10 +211,19 @@ public final class BucketClustering {
                 args.put("options", session);
                 args.put("table", List.of(table.split("\\.")));
                 layout = Layout.of(PythonService.call("load_table", args));
-            } catch (PythonServiceException e) {
+            } catch (PythonServiceException e) {   // no such table: Python's write reports it
+                if (e.type().equals("CatalogServiceError")) {
+                    LOG.warn("table {}: written without one writer per bucket: {}", table, e.getMessage());
+                }
                 return write;
             }
-            return clusters(layout, info.schema()) ? clustered(write, layout, null, table) : write;
+            if (!clusters(layout, info.schema())) {
+                LOG.warn("table {}: written without one writer per bucket: the rows ({}) lack a partition or key "
+                    + "column, or a key column {} is not of the table's type {} (cast it)", table,
+                    info.schema().simpleString(), layout.bucketKey, layout.bucketKeyTypes);
+                return write;
+            }
+            return clustered(write, layout, null, table);
         }
     }
 
