@@ -30,6 +30,7 @@ from filestore.scan import Split
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
 from filestore.partition import partition_value, render_partition_column
+from filestore.paths import DEFAULT_PARTITION
 from filestore.write import FileStoreWrite
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "compact",
     "delete_added_files",
     "expire_snapshots",
+    "DEFAULT_PARTITION",
     "partition_value",
     "read_data_file",
     "remove_orphan_files",
