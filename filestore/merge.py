@@ -135,7 +135,8 @@ def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Ar
                             or pa.types.is_timestamp(t) or pa.types.is_duration(t))
     if column.null_count or not stored_as_signed_int or len(column) < 2:
         return None
-    values = column.combine_chunks().view(_SIGNED[t.bit_width]).to_numpy()
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # one chunk: no copy
+    values = array.view(_SIGNED[t.bit_width]).to_numpy()
     order = sorting_order(values)  # ties in any order: equal keys are resolved by sequence number below
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))

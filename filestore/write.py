@@ -108,8 +108,6 @@ class FileStoreWrite:
         kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
         if kind_arr.shape != (n,):
             raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
-        if any(column.num_chunks > 1 for column in data.columns):
-            data = data.combine_chunks()  # every flush takes its rows from one array per column (see take_rows)
         buckets = self._buckets(data)
         group_codes = buckets.astype(np.int64)
         dictionaries = []
