@@ -45,7 +45,9 @@ def bucket_of(table: pa.Table, key_columns: Sequence[str], num_buckets: int) -> 
     """int32 bucket number of each row of `table`."""
     if num_buckets == 1 or table.num_rows == 0:
         return np.zeros(table.num_rows, dtype=np.int32)
-    return (key_hashes(table, key_columns) % np.uint64(num_buckets)).astype(np.int32)
+    hashes = key_hashes(table, key_columns)
+    np.remainder(hashes, np.uint64(num_buckets), out=hashes)  # in place: no second array of the input's length
+    return hashes.astype(np.int32)
 
 
 def bucket_of_key(values: Sequence[object], types: Sequence[pa.DataType], num_buckets: int) -> int:

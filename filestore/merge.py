@@ -83,16 +83,7 @@ def merge_primary_key(records: pa.Table, key_columns: Sequence[str], *, final: b
     if records.num_rows == 0:
         return records
     winners = merge_primary_key_winners(records, key_columns, final=final)
-    return records if winners is None else take_rows(records, winners)
-
-
-def take_rows(table: pa.Table, indices: pa.Array | np.ndarray) -> pa.Table:
-    """`table.take(indices)`; a column of several chunks is first made one array, a column at a time (Arrow's take
-    from many chunks finds every index's chunk, which costs more than one sequential copy and a plain take)."""
-    if all(column.num_chunks <= 1 for column in table.columns):
-        return table.take(indices)
-    columns = [(c.combine_chunks() if c.num_chunks > 1 else c).take(indices) for c in table.columns]
-    return pa.Table.from_arrays(columns, schema=table.schema)
+    return records if winners is None else records.take(winners)
 
 
 def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, final: bool) -> pa.Array | None:
