@@ -115,8 +115,14 @@ class ManagedWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
 
+        from tablestore.spark.profiling import profiled
+
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
+        with profiled(f"write-task{task}"):
+            return self._write_task(task, iterator)
+
+    def _write_task(self, task: int, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         handle = self.ref.handle()
         store = handle.store
         base = self._base(store)

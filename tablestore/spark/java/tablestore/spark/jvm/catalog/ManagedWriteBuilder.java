@@ -28,6 +28,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.WriteBatches;
 
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
@@ -203,7 +204,7 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
 
         @Override
         public BatchWrite toBatch() {
-            return python.toBatch();
+            return WriteBatches.of(python.toBatch());   // larger Arrow batches into the Python writer
         }
 
         @Override
