@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tablestore  # noqa: E402
 import tablestore.spark  # noqa: E402
+from proc_cpu import tree_cpu_s  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("a", pa.int64()), ("b", pa.float64()), ("c", pa.string()),
@@ -49,12 +50,15 @@ def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
     """The best time of each run, the runs interleaved (a b c a b c ...): on a shared machine the load drifts over
     minutes, and the ratios compare runs made under the same load."""
     times: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), tree_cpu_s()
             run()
             times[name].append(time.perf_counter() - start)
-    return {name: min(t) for name, t in times.items()}
+            cpu[name].append(tree_cpu_s() - start_cpu)
+    return {**{name: min(t) for name, t in times.items()},
+            **{name.removesuffix("_s") + "_cpu_s": min(c) for name, c in cpu.items()}}
 
 
 def main() -> None:
@@ -147,8 +151,16 @@ def main() -> None:
         if base in results and measured in results:
             results[key] = results[base] / results[measured]
             print(f"{key:24s} {results[key]:6.1%}  (target {target:.0%})")
+    for key, base, measured, _ in ratios:
+        base_cpu, measured_cpu = base.replace("_s", "_cpu_s"), measured.replace("_s", "_cpu_s")
+        if base_cpu in results and measured_cpu in results:
+            results[key.replace("_ratio", "_cpu_ratio")] = results[base_cpu] / results[measured_cpu]
+            print(f"{key.replace('_ratio', '_cpu_ratio'):24s} {results[key.replace('_ratio', '_cpu_ratio')]:6.1%}"
+                  "  (CPU seconds of all processes)")
     for key, value in results.items():
-        if key.endswith("_s"):
+        if key.endswith("_cpu_s"):
+            print(f"{key:24s} {value:8.2f} s CPU")
+        elif key.endswith("_s"):
             print(f"{key:24s} {value:8.2f} s   {n / value / 1e6:6.2f} M rows/s")
     OUT.mkdir(exist_ok=True)
     (OUT / "spark_datasource.json").write_text(json.dumps(results, indent=2))

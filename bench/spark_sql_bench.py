@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tablestore.spark  # noqa: E402
+from proc_cpu import tree_cpu_s  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -48,13 +50,16 @@ def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
     before each run of <name>."""
     timed = {name: run for name, run in runs.items() if not name.startswith("before_")}
     times: dict[str, list[float]] = {name: [] for name in timed}
+    cpu: dict[str, list[float]] = {name: [] for name in timed}
     for _ in range(repeat):
         for name, run in timed.items():
             runs.get(f"before_{name}", lambda: None)()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), tree_cpu_s()
             run()
             times[name].append(time.perf_counter() - start)
-    return {name: min(t) for name, t in times.items()}
+            cpu[name].append(tree_cpu_s() - start_cpu)
+    return {**{name: min(t) for name, t in times.items()},
+            **{name.removesuffix("_s") + "_cpu_s": min(c) for name, c in cpu.items()}}
 
 
 def main() -> None:
@@ -108,7 +113,11 @@ def main() -> None:
                   "insert_sql_vs_dataframe": round(results["insert_dataframe_s"] / results["insert_sql_s"], 3),
                   "insert_sql_vs_dataframe_by_bucket": round(
                       results["insert_dataframe_by_bucket_s"] / results["insert_sql_s"], 3),
-                  "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3)}
+                  "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3),
+                  "insert_sql_vs_dataframe_cpu": round(results["insert_dataframe_cpu_s"] / results["insert_sql_cpu_s"], 3),
+                  "select_sql_vs_dataframe_cpu": round(
+                      results["select_dataframe_cpu_s"] / results["select_sql_cpu_s"], 3),
+                  "loadavg_end": round(os.getloadavg()[0], 1)}
         for key, value in report.items():
             print(f"{key:36} {value}")
         OUT.mkdir(exist_ok=True)
