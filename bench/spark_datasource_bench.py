@@ -152,7 +152,7 @@ def main() -> None:
             results[key] = results[base] / results[measured]
             print(f"{key:24s} {results[key]:6.1%}  (target {target:.0%})")
     for key, base, measured, _ in ratios:
-        base_cpu, measured_cpu = base.replace("_s", "_cpu_s"), measured.replace("_s", "_cpu_s")
+        base_cpu, measured_cpu = base.removesuffix("_s") + "_cpu_s", measured.removesuffix("_s") + "_cpu_s"
         if base_cpu in results and measured_cpu in results:
             results[key.replace("_ratio", "_cpu_ratio")] = results[base_cpu] / results[measured_cpu]
             print(f"{key.replace('_ratio', '_cpu_ratio'):24s} {results[key.replace('_ratio', '_cpu_ratio')]:6.1%}"
