@@ -28,6 +28,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.WriteBatches;
 
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
@@ -40,6 +41,12 @@ import tablestore.spark.jvm.PythonSourceBridge;
  * may split a skewed bucket over tasks, a repartition only coalesces.
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
+    /**
+     * Tells the Python writer (tablestore/spark/write.py, the same constant) that batch write task p receives
+     * exactly the rows of bucket p: no partition columns, one task per bucket, the slot function's repartition
+     * (REPARTITION_BY_NUM: AQE never coalesces it), so the task need not hash its rows again.
+     */
+    static final String TASK_BUCKET_OPTION = "__task-bucket";
     private final ManagedTable table;
     private final LogicalWriteInfo info;
     private String mode = null;
@@ -81,15 +88,19 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         if (predicate != null) {
             extra.put("overwrite-predicate", predicate);
         }
+        Expression[] clustering = clustering();
+        boolean slots = table.partitionKeys().isEmpty() && clustering.length > 0;
+        int tasks = slots ? tasks() : 0;
+        if (slots && tasks == table.buckets()) {
+            extra.put(TASK_BUCKET_OPTION, "partition");   // write task p gets exactly bucket p's rows
+        }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
         WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
             new Info(info, options));
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        Expression[] clustering = clustering();
-        boolean slots = table.partitionKeys().isEmpty() && clustering.length > 0;
-        return new ClusteredWrite(python.build(), clustering, slots ? tasks() : 0, mode, table.name());
+        return new ClusteredWrite(python.build(), clustering, tasks, mode, table.name());
     }
 
     /**
@@ -203,7 +214,7 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
 
         @Override
         public BatchWrite toBatch() {
-            return python.toBatch();
+            return WriteBatches.of(python.toBatch());   // larger Arrow batches into the Python writer
         }
 
         @Override
