@@ -4,8 +4,9 @@
 
 Measures (each the best of --repeat runs, the runs compared interleaved: a b a b, as the machine's load drifts):
 - write: the same DataFrame (read from a Parquet file) written with `format("managed")` into a primary-key table
-  vs `df.write.parquet`, both snappy (target: managed >= 50% of Parquet's rows/s); also after
-  `distribute_by_bucket` (one writer per bucket: a Python pass and a shuffle more);
+  vs `df.write.parquet`, both snappy (target: managed >= 50% of Parquet's rows/s); also the SQL catalog's
+  `INSERT INTO managed.db.ws SELECT ...` (one writer per bucket: Spark clusters the rows by the table's bucket)
+  and `distribute_by_bucket` + the DataFrame write (a Python pass and a shuffle more; `--no-by-bucket` skips it);
 - read of a compacted table (one sorted run per bucket) -> noop sink vs Spark's Parquet read -> noop (>= 60%);
 - read of a table with 5 sorted runs per bucket (5 writes of overlapping keys, never compacted) (>= 35%).
 Prints a table and writes bench/out/spark_datasource.json. Not a test: figures depend on the machine's load.
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tablestore  # noqa: E402
 import tablestore.spark  # noqa: E402
+from proc_cpu import tree_cpu_s  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("a", pa.int64()), ("b", pa.float64()), ("c", pa.string()),
@@ -48,12 +50,15 @@ def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
     """The best time of each run, the runs interleaved (a b c a b c ...): on a shared machine the load drifts over
     minutes, and the ratios compare runs made under the same load."""
     times: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), tree_cpu_s()
             run()
             times[name].append(time.perf_counter() - start)
-    return {name: min(t) for name, t in times.items()}
+            cpu[name].append(tree_cpu_s() - start_cpu)
+    return {**{name: min(t) for name, t in times.items()},
+            **{name.removesuffix("_s") + "_cpu_s": min(c) for name, c in cpu.items()}}
 
 
 def main() -> None:
@@ -61,6 +66,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--buckets", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-by-bucket", action="store_true", help="skip the distribute_by_bucket write")
+    ap.add_argument("--no-read", action="store_true", help="measure the writes only")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tablestore-spark-bench-"))
     wh = work / "wh"
@@ -100,37 +107,60 @@ def main() -> None:
             cat.create_table("db.wb", SCHEMA, primary_key=["id"], options=opts)
             tablestore.spark.distribute_by_bucket(df, "db.wb").write.format("managed").mode("append").save("db.wb")
 
-        results.update(_best(args.repeat, parquet_write_s=parquet_write, managed_write_s=managed_write,
-                             managed_write_by_bucket_s=managed_write_by_bucket))
+        df.createOrReplaceTempView("bench_source")
 
-        # -- read of a compacted table
-        compacted = cat.get_table("db.w")
-        compacted.compact(full=True)
-        results["compacted_files"] = len(compacted.files())
-        # -- read of a table with 5 sorted runs per bucket (5 writes of n/5 rows over the same key space)
-        runs5 = cat.create_table("db.r5", SCHEMA, primary_key=["id"], options=opts)
-        for i in range(5):
-            runs5.write(_data(n // 5, 10 + i, n))
-        results["runs5_files"] = len(runs5.files())
-        results.update(_best(
-            args.repeat,
-            parquet_read_s=lambda: spark.read.parquet(str(work / "pq")).write.format("noop").mode("overwrite").save(),
-            managed_read_compacted_s=lambda: spark.read.format("managed").load("db.w")
-            .write.format("noop").mode("overwrite").save(),
-            managed_read_5runs_s=lambda: spark.read.format("managed").load("db.r5")
-            .write.format("noop").mode("overwrite").save()))
+        def managed_write_sql() -> None:
+            # the SQL catalog's write: one writer per bucket (Spark clusters the rows by the table's bucket)
+            cat.drop_table("db.ws", ignore_if_not_exists=True)
+            cat.create_table("db.ws", SCHEMA, primary_key=["id"], options=opts)
+            spark.sql("INSERT INTO managed.db.ws SELECT * FROM bench_source")
+
+        writes = {"parquet_write_s": parquet_write, "managed_write_s": managed_write,
+                  "managed_write_sql_s": managed_write_sql}
+        if not args.no_by_bucket:
+            writes["managed_write_by_bucket_s"] = managed_write_by_bucket
+        results.update(_best(args.repeat, **writes))
+
+        if not args.no_read:
+            # -- read of a compacted table
+            compacted = cat.get_table("db.w")
+            compacted.compact(full=True)
+            results["compacted_files"] = len(compacted.files())
+            # -- read of a table with 5 sorted runs per bucket (5 writes of n/5 rows over the same key space)
+            runs5 = cat.create_table("db.r5", SCHEMA, primary_key=["id"], options=opts)
+            for i in range(5):
+                runs5.write(_data(n // 5, 10 + i, n))
+            results["runs5_files"] = len(runs5.files())
+            results.update(_best(
+                args.repeat,
+                parquet_read_s=lambda: spark.read.parquet(str(work / "pq")).write.format("noop").mode("overwrite").save(),
+                managed_read_compacted_s=lambda: spark.read.format("managed").load("db.w")
+                .write.format("noop").mode("overwrite").save(),
+                managed_read_5runs_s=lambda: spark.read.format("managed").load("db.r5")
+                .write.format("noop").mode("overwrite").save()))
     finally:
         results["loadavg_end"] = os.getloadavg()[0]
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    results["write_ratio"] = results["parquet_write_s"] / results["managed_write_s"]
-    results["write_by_bucket_ratio"] = results["parquet_write_s"] / results["managed_write_by_bucket_s"]
-    results["read_compacted_ratio"] = results["parquet_read_s"] / results["managed_read_compacted_s"]
-    results["read_5runs_ratio"] = results["parquet_read_s"] / results["managed_read_5runs_s"]
-    for key, target in [("write_ratio", 0.5), ("write_by_bucket_ratio", 0.5), ("read_compacted_ratio", 0.6), ("read_5runs_ratio", 0.35)]:
-        print(f"{key:24s} {results[key]:6.1%}  (target {target:.0%})")
+    ratios = [("write_ratio", "parquet_write_s", "managed_write_s", 0.5),
+              ("write_sql_ratio", "parquet_write_s", "managed_write_sql_s", 0.5),
+              ("write_by_bucket_ratio", "parquet_write_s", "managed_write_by_bucket_s", 0.5),
+              ("read_compacted_ratio", "parquet_read_s", "managed_read_compacted_s", 0.6),
+              ("read_5runs_ratio", "parquet_read_s", "managed_read_5runs_s", 0.35)]
+    for key, base, measured, target in ratios:
+        if base in results and measured in results:
+            results[key] = results[base] / results[measured]
+            print(f"{key:24s} {results[key]:6.1%}  (target {target:.0%})")
+    for key, base, measured, _ in ratios:
+        base_cpu, measured_cpu = base.removesuffix("_s") + "_cpu_s", measured.removesuffix("_s") + "_cpu_s"
+        if base_cpu in results and measured_cpu in results:
+            results[key.replace("_ratio", "_cpu_ratio")] = results[base_cpu] / results[measured_cpu]
+            print(f"{key.replace('_ratio', '_cpu_ratio'):24s} {results[key.replace('_ratio', '_cpu_ratio')]:6.1%}"
+                  "  (CPU seconds of all processes)")
     for key, value in results.items():
-        if key.endswith("_s"):
+        if key.endswith("_cpu_s"):
+            print(f"{key:24s} {value:8.2f} s CPU")
+        elif key.endswith("_s"):
             print(f"{key:24s} {value:8.2f} s   {n / value / 1e6:6.2f} M rows/s")
     OUT.mkdir(exist_ok=True)
     (OUT / "spark_datasource.json").write_text(json.dumps(results, indent=2))

@@ -3,7 +3,8 @@ local[2].
 
     python bench/spark_sql_bench.py [--rows 2000000] [--buckets 2] [--repeat 2]
 
-Measures (each the best of --repeat runs, into a fresh primary-key table each time):
+Measures (each the best of --repeat runs (the reads: at least 5), the runs of one kind interleaved (a b c a b c:
+the machine's load drifts), after a warm-up insert and read; each insert into a fresh primary-key table):
 - insert: `INSERT INTO managed.bench.t SELECT * FROM src` vs `src.write.format("managed").mode("append")`
   (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the table's bucket (a
   shuffle more, one writer per bucket: the plain DataFrame write has one per input task and bucket), so it is
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -30,6 +32,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tablestore.spark  # noqa: E402
+from proc_cpu import tree_cpu_s  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -41,14 +44,22 @@ def _data(rows: int) -> pa.Table:
                      "c": pa.array(np.char.add("v", (ids % 100_000).astype(str)))})
 
 
-def _best(repeat: int, before: Callable[[], None], run: Callable[[], Any]) -> float:
-    times = []
+def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
+    """The best time of each run, the runs interleaved (a b c a b c ...): on a shared machine the load drifts over
+    minutes, and the ratios compare runs made under the same load. `before_<name>`, when given, runs untimed
+    before each run of <name>."""
+    timed = {name: run for name, run in runs.items() if not name.startswith("before_")}
+    times: dict[str, list[float]] = {name: [] for name in timed}
+    cpu: dict[str, list[float]] = {name: [] for name in timed}
     for _ in range(repeat):
-        before()
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, run in timed.items():
+            runs.get(f"before_{name}", lambda: None)()
+            start, start_cpu = time.perf_counter(), tree_cpu_s()
+            run()
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(tree_cpu_s() - start_cpu)
+    return {**{name: min(t) for name, t in times.items()},
+            **{name.removesuffix("_s") + "_cpu_s": min(c) for name, c in cpu.items()}}
 
 
 def main() -> None:
@@ -74,26 +85,39 @@ def main() -> None:
                       f"PRIMARY KEY (id) NOT ENFORCED) TBLPROPERTIES ('bucket' = '{args.buckets}')")
 
         src = spark.table("src")
-        results = {
-            "insert_sql_s": _best(args.repeat, fresh, lambda: spark.sql("INSERT INTO managed.bench.t SELECT * FROM src")),
-            "insert_dataframe_s": _best(args.repeat, fresh, lambda: src.write.format("managed").mode("append")
-                                        .option("warehouse", warehouse).save("bench.t")),
-            "insert_dataframe_by_bucket_s": _best(
-                args.repeat, fresh, lambda: tablestore.spark.distribute_by_bucket(src, "bench.t").write
-                .format("managed").mode("append").option("warehouse", warehouse).save("bench.t")),
-        }
-        noop = lambda: None  # noqa: E731 - the table stays as the last insert left it
-        results["select_sql_s"] = _best(args.repeat, noop, lambda: spark.sql("SELECT * FROM managed.bench.t")
-                                        .write.format("noop").mode("overwrite").save())
-        results["select_dataframe_s"] = _best(args.repeat, noop, lambda: spark.read.format("managed")
-                                              .option("warehouse", warehouse).load("bench.t")
-                                              .write.format("noop").mode("overwrite").save())
+
+        def select_sql() -> None:
+            spark.sql("SELECT * FROM managed.bench.t").write.format("noop").mode("overwrite").save()
+
+        def select_dataframe() -> None:
+            (spark.read.format("managed").option("warehouse", warehouse).load("bench.t")
+             .write.format("noop").mode("overwrite").save())
+
+        # warm-up: the first write and read of a session start Python workers and compile the JVM's read path
+        fresh()
+        spark.sql("INSERT INTO managed.bench.t SELECT * FROM src LIMIT 1000")
+        select_sql()
+        select_dataframe()
+        results = _best(
+            args.repeat,
+            before_insert_sql_s=fresh, before_insert_dataframe_s=fresh, before_insert_dataframe_by_bucket_s=fresh,
+            insert_sql_s=lambda: spark.sql("INSERT INTO managed.bench.t SELECT * FROM src"),
+            insert_dataframe_s=lambda: src.write.format("managed").mode("append").option("warehouse", warehouse)
+            .save("bench.t"),
+            insert_dataframe_by_bucket_s=lambda: tablestore.spark.distribute_by_bucket(src, "bench.t").write
+            .format("managed").mode("append").option("warehouse", warehouse).save("bench.t"))
+        # the table stays as the last insert left it; the reads interleaved too, more rounds (they are short)
+        results.update(_best(max(args.repeat, 5), select_sql_s=select_sql, select_dataframe_s=select_dataframe))
         spark.stop()
         report = {"rows": args.rows, "buckets": args.buckets, **{k: round(v, 3) for k, v in results.items()},
                   "insert_sql_vs_dataframe": round(results["insert_dataframe_s"] / results["insert_sql_s"], 3),
                   "insert_sql_vs_dataframe_by_bucket": round(
                       results["insert_dataframe_by_bucket_s"] / results["insert_sql_s"], 3),
-                  "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3)}
+                  "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3),
+                  "insert_sql_vs_dataframe_cpu": round(results["insert_dataframe_cpu_s"] / results["insert_sql_cpu_s"], 3),
+                  "select_sql_vs_dataframe_cpu": round(
+                      results["select_dataframe_cpu_s"] / results["select_sql_cpu_s"], 3),
+                  "loadavg_end": round(os.getloadavg()[0], 1)}
         for key, value in report.items():
             print(f"{key:36} {value}")
         OUT.mkdir(exist_ok=True)

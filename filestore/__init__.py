@@ -30,6 +30,7 @@ from filestore.scan import Split
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.store import FileStore
 from filestore.partition import partition_value, render_partition_column
+from filestore.paths import DEFAULT_PARTITION
 from filestore.write import FileStoreWrite
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "CommitResult",
     "CommitRetriesExhaustedError",
     "CorruptFileError",
+    "DEFAULT_PARTITION",
     "DataFileMeta",
     "ExpireResult",
     "FileIO",

@@ -126,8 +126,9 @@ def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Ar
                             or pa.types.is_timestamp(t) or pa.types.is_duration(t))
     if column.null_count or not stored_as_signed_int or len(column) < 2:
         return None
-    values = column.combine_chunks().view(_SIGNED[t.bit_width]).to_numpy()
-    order = np.argsort(values)  # not stable: equal keys are resolved by sequence number below
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # one chunk: no copy
+    values = array.view(_SIGNED[t.bit_width]).to_numpy()
+    order = sorting_order(values)  # ties in any order: equal keys are resolved by sequence number below
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     if len(starts) == len(order):
@@ -136,6 +137,32 @@ def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Ar
     newest = np.maximum.reduceat(seq, starts)
     sizes = np.diff(np.append(starts, len(order)))
     return pa.array(order[seq == np.repeat(newest, sizes)])  # sequence numbers are unique: one winner per key
+
+
+_FEW_DESCENTS = 1024
+
+
+def sorting_order(values: np.ndarray) -> np.ndarray:
+    """Indices that sort the integers `values` ascending; equal values in any order. Records concatenated from a
+    few sorted runs (a read or compaction merge) are merged by numpy's stable sort, which finds the runs; keys in
+    random order (a flush) are sorted as one uint64 each, the key's offset from the minimum shifted above the row
+    number (a sort of plain integers is faster than an argsort), when both fit 64 bits; else by an argsort."""
+    n = len(values)
+    if n < 2:
+        return np.arange(n, dtype=np.intp)
+    if np.count_nonzero(values[1:] < values[:-1]) < _FEW_DESCENTS:
+        return np.argsort(values, kind="stable")
+    wide = values.astype(np.int64, copy=False)
+    lo, hi = int(wide.min()), int(wide.max())
+    row_bits = (n - 1).bit_length()
+    if (hi - lo).bit_length() + row_bits > 64:
+        return np.argsort(values)
+    packed = wide.view(np.uint64) - np.uint64(lo & (2**64 - 1))  # hi - lo < 2**64: exact, wrapping as unsigned
+    packed <<= np.uint64(row_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << row_bits) - 1)
+    return packed.astype(np.intp)
 
 
 def merge_counts(records: pa.Table, row_columns: Sequence[str], *, final: bool) -> pa.Table:

@@ -74,7 +74,7 @@ def _catalog(args: argparse.Namespace) -> Catalog:
     return Catalog(warehouse)
 
 
-def _partition_specs(args: argparse.Namespace) -> list[dict[str, str]]:
+def _partition_specs(args: argparse.Namespace) -> list[dict[str, str | None]]:
     """`--partition k=v[,k2=v2]` (repeatable) as {column: value} specs."""
     specs = []
     for text in args.partition or ():
@@ -86,7 +86,7 @@ def _partition_specs(args: argparse.Namespace) -> list[dict[str, str]]:
 
 
 def _partition_name(values: dict[str, Any]) -> str:
-    return "/".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(table)"
+    return maintenance.partition_text(values) or "(table)"
 
 
 def _describe_text(d: dict[str, Any]) -> str:
@@ -238,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    partition_help = "only the partition column=value[,column=value...]; repeatable"
+    partition_help = ("only the partition column=value[,column=value...] (value __DEFAULT_PARTITION__: the null "
+                      "partition); repeatable")
     command("describe", cmd_describe, "show a table's schema, options, snapshot, files and partitions").add_argument(
         "--partition", action="append", metavar="K=V", help=partition_help)
     command("snapshots", cmd_snapshots, "list a table's snapshots")

@@ -3,27 +3,54 @@ DESCRIBE DETAIL of some partition specs. One owner for the command line (`tables
 Spark SQL (`CALL managed.system.compact`, `DESCRIBE DETAIL ... PARTITION`), so both report the same numbers.
 
 Partition specs as text: `column=value[,column=value...]`, several specs separated by `;` (the CLI repeats
-`--partition` instead). Values cannot contain `,`, `;` or `=`.
+`--partition` instead). Values cannot contain `,`, `;` or `=`. A value is written as the file store renders it:
+`__DEFAULT_PARTITION__` is the null partition (as in Paimon and Hive), and a string value made of
+`__DEFAULT_PARTITION__` and `%`s is written with one more `%` (filestore.partition); `partition_text` is the inverse,
+so what `describe` prints can be given back.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from filestore import DEFAULT_PARTITION
 from tablestore.errors import TableStoreError
 from tablestore.table import Table
 
 
-def parse_partition_spec(text: str) -> dict[str, str]:
-    """`column=value[,column=value...]` as {column: value}; TableStoreError when it is not of that form."""
+_MARKED = re.compile(f"^{re.escape(DEFAULT_PARTITION)}%*$")
+
+
+def _value(text: str) -> str | None:
+    if text == DEFAULT_PARTITION:
+        return None
+    return text[:-1] if _MARKED.match(text) else text
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return DEFAULT_PARTITION
+    return f"{value}%" if isinstance(value, str) and _MARKED.match(value) else str(value)
+
+
+def parse_partition_spec(text: str) -> dict[str, str | None]:
+    """`column=value[,column=value...]` as {column: value} (None: the null partition); TableStoreError when it is
+    not of that form."""
     pairs = [p.partition("=") for p in text.split(",")]
     if any(not k.strip() or not eq for k, eq, _ in pairs):
         raise TableStoreError(f"partition spec {text!r}: give column=value[,column=value...]")
-    return {k.strip(): v.strip() for k, _, v in pairs}
+    return {k.strip(): _value(v.strip()) for k, _, v in pairs}
 
 
-def parse_partition_specs(texts: Iterable[str]) -> list[dict[str, str]]:
+def partition_text(values: Mapping[str, Any]) -> str:
+    """`column=value[,column=value...]` of a partition's {column: value}: the text `parse_partition_spec` reads
+    back ("" for an unpartitioned table)."""
+    return ",".join(f"{k}={_text(v)}" for k, v in values.items())
+
+
+def parse_partition_specs(texts: Iterable[str]) -> list[dict[str, str | None]]:
     """Each text may hold several specs separated by `;` (empty parts are ignored)."""
     return [parse_partition_spec(part) for text in texts for part in text.split(";") if part.strip()]
 

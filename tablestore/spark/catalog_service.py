@@ -22,6 +22,7 @@ from typing import IO, Any, Callable, Mapping
 import pyarrow as pa
 
 import catalog
+from tablestore.spark.profiling import profiled
 from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
 from tablestore.spark.sql_tables import alter_table, create_table, drop_table, load_table, table_catalog
 
@@ -98,7 +99,9 @@ def handle(request: Mapping[str, Any], table: Mapping[str, Action]) -> dict[str,
         action = table.get(str(request.get("action")))
         if action is None:
             raise KeyError(f"unknown catalog action {request.get('action')!r}; known: {', '.join(sorted(table))}")
-        return {"id": ident, "ok": True, "result": action(request.get("args") or {})}
+        with profiled(f"catalog-{request.get('action')}"):
+            result = action(request.get("args") or {})
+        return {"id": ident, "ok": True, "result": result}
     except Exception as e:   # the JVM turns it into a Spark error with this message, verbatim
         log.debug("action %s failed:\n%s", request.get("action"), traceback.format_exc())
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

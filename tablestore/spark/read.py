@@ -84,6 +84,12 @@ class ManagedReader(DataSourceReader):
             yield filters[i]
 
     def partitions(self) -> Sequence[InputPartition]:
+        from tablestore.spark.profiling import profiled
+
+        with profiled("read-plan"):
+            return self._partitions()
+
+    def _partitions(self) -> Sequence[InputPartition]:
         store = self.ref.handle().store
         snapshot = store.resolve_snapshot(self.snapshot_id, self.timestamp_ms)
         splits = store.new_scan().plan(snapshot, self.prune)

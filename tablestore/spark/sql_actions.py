@@ -46,7 +46,7 @@ def _table(args: Mapping[str, Any]) -> Table:
     return Catalog(str(args["warehouse"]), dict(args.get("options") or {})).get_table(_name(args))
 
 
-def _specs(text: object) -> list[dict[str, str]]:
+def _specs(text: object) -> list[dict[str, str | None]]:
     if text is None:
         return []
     if not isinstance(text, str):

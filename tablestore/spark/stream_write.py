@@ -65,6 +65,9 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
                                   "appends (output mode complete is not supported)")
         super().__init__(options, schema, False)
 
+    def _clustered_by_spark(self) -> bool:
+        return False   # a streaming write's tasks may hold rows of any bucket
+
     def _base(self, store: "FileStore") -> "Snapshot | None":
         return store.snapshots.latest()
 

@@ -27,10 +27,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from filestore import CommitMessage, FileStoreWrite, Overwrite, Partition
+from filestore import CommitMessage, FileStoreWrite, Overwrite, Partition, bucket_of
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
@@ -49,6 +50,14 @@ OVERWRITE_MODES = ("static", "dynamic", "filter")
 (Spark's predicates as JSON, tablestore.spark.predicates) selects when the write commits."""
 WRITE_CHUNK_ROWS = 256 * 1024
 """Rows a task gathers from Spark's batches before handing them to the file store's writer (in input order)."""
+TASK_BUCKET_OPTION = "__task-bucket"
+"""Set to `partition` by the SQL catalog's write (ManagedWriteBuilder.java, the same constant) when Spark clusters
+the rows so that batch write task p receives exactly the rows of bucket p (a table without partition columns whose
+every bucket has its own task: BucketSlotFunction). The task then skips hashing its rows (the JVM twin of the bucket
+function already did, differential-tested); a sample of each chunk is still hashed, and a row of another bucket
+fails the task (SparkWriteError) rather than landing in the wrong bucket. Streaming writes ignore it."""
+TASK_BUCKET_CHECK_ROWS = 1024
+"""Rows of each chunk hashed to check the clustering when the task skips bucketing."""
 
 
 class SparkWriteError(TableStoreError):
@@ -111,12 +120,23 @@ class ManagedWriter(DataSourceArrowWriter):
         self.commit_user = f"spark-{uuid.uuid4()}"
         names = [f.name for f in schema]
         self.has_row_kind = ROW_KIND_COLUMN in names
+        self.bucket_per_task = options.get(TASK_BUCKET_OPTION) == "partition" and self._clustered_by_spark()
+
+    def _clustered_by_spark(self) -> bool:
+        """Whether Spark applies the write's distribution (batch writes; ManagedStreamWriter says no)."""
+        return True
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
 
+        from tablestore.spark.profiling import profiled
+
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
+        with profiled(f"write-task{task}"):
+            return self._write_task(task, iterator)
+
+    def _write_task(self, task: int, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         handle = self.ref.handle()
         store = handle.store
         base = self._base(store)
@@ -124,7 +144,9 @@ class ManagedWriter(DataSourceArrowWriter):
         for e in store.live_entries(base).values():
             where = (e.partition, e.bucket)
             committed[where] = max(committed.get(where, -1), e.file.max_sequence_number)
-        writer = FileStoreWrite(store, _TaskSequences(committed, task * SEQUENCE_STRIDE))
+        sequences = _TaskSequences(committed, task * SEQUENCE_STRIDE)
+        writer = (_OneBucketWrite(store, sequences, task, self.ref.identifier)
+                  if self.bucket_per_task and task < store.options.bucket else FileStoreWrite(store, sequences))
         try:
             # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
             pending: list[pa.RecordBatch] = []
@@ -198,6 +220,26 @@ class ManagedWriter(DataSourceArrowWriter):
         if store.new_commit(self.commit_user).find_committed(1) is not None:
             return   # the commit published its snapshot before failing: the files are the table's now
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
+
+
+class _OneBucketWrite(FileStoreWrite):
+    """The file store's writer for a task that Spark gave the rows of one bucket (TASK_BUCKET_OPTION): every row's
+    bucket is the task's, checked on a sample of each chunk instead of hashing every row."""
+
+    def __init__(self, store: "FileStore", sequences: dict[tuple[Partition, int], int], bucket: int,
+                 table: str) -> None:
+        super().__init__(store, sequences)
+        self.bucket = bucket
+        self.table = table
+
+    def _buckets(self, data: pa.Table) -> np.ndarray:
+        sample = data.slice(0, TASK_BUCKET_CHECK_ROWS)
+        found = bucket_of(sample, self.schema.key_columns, self.store.options.bucket)
+        if (found != self.bucket).any():
+            raise SparkWriteError(f"table {self.table!r}: write task {self.bucket} was given rows of bucket "
+                                  f"{int(found[found != self.bucket][0])}: Spark's clustering by the table's "
+                                  f"bucket does not match the file store's bucket function")
+        return np.full(data.num_rows, self.bucket, dtype=np.int32)
 
 
 def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:

@@ -162,3 +162,29 @@ def test_fixed_width_keys_hash_as_pandas(data: st.DataObject) -> None:
     })
     for keys in (["i"], ["f"], ["d", "b"], ["i", "f", "d"], ["n"], ["n", "i"]):
         assert key_hashes(table, keys).tolist() == _pandas_hashes(table, keys)
+
+
+@SETTINGS
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=300),
+       st.sampled_from([pa.int64(), pa.int32(), pa.int16(), pa.int8(), pa.date32(), pa.date64(), pa.time32("s"),
+                        pa.time64("us"), pa.timestamp("ms"), pa.timestamp("ns", tz="UTC"), pa.duration("s")]),
+       st.integers(0, 5))
+def test_integer_keys_hash_from_their_values_as_from_their_key_bytes(values: list[int], key_type: pa.DataType,
+                                                                       offset: int) -> None:
+    """A one-column integer-like key is hashed from its values: the same hash as pandas' of its key bytes (the
+    general path), for every width, temporal types, chunked columns and sliced arrays."""
+    storage = pa.int64() if key_type.bit_width == 64 else {8: pa.int8(), 16: pa.int16(), 32: pa.int32()}[
+        key_type.bit_width]
+    info = np.iinfo(storage.to_pandas_dtype())
+    raw = pa.array([min(max(v, int(info.min)), int(info.max)) for v in values], storage)
+    if pa.types.is_time32(key_type):
+        raw = pa.array([abs(v) % 86_400 for v in raw.to_pylist()], storage)
+    elif pa.types.is_time64(key_type):
+        raw = pa.array([abs(v) % 86_400_000_000 for v in raw.to_pylist()], storage)
+    column = pa.chunked_array([raw.slice(0, offset), raw.slice(offset)]).cast(key_type) if offset < len(raw) \
+        else pa.chunked_array([raw]).cast(key_type)
+    table = pa.table({"k": column})
+    encoded = KeyCodec([key_type]).encode_columns([column])
+    assert key_hashes(table, ["k"]).tolist() == hash_array(
+        np.asarray(encoded.to_pylist(), dtype=object), categorize=False).tolist()
+    assert key_hashes(table, ["k"]).tolist() == hash_binary(encoded).tolist()

@@ -84,3 +84,24 @@ def test_row_group_skipping_returns_the_rows_of_a_full_filter(n: int, lo: int, w
 def test_decimal_stats() -> None:
     table = pa.table({"d": pa.array([decimal.Decimal("1.50"), decimal.Decimal("-2.25")], pa.decimal128(10, 2))})
     assert column_stats(table, ["d"]) == column_stats_encoding_all(table, ["d"])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables())
+def test_a_file_larger_than_its_buffer_is_written_whole(table: pa.Table) -> None:
+    """Parquet bytes go into a buffer of the table's size plus a margin; when they do not fit (forced here with a
+    buffer of 8 bytes), the file is written again into a growing stream: the same bytes, a whole Parquet file."""
+    import pyarrow.parquet as pq
+
+    from filestore import datafile
+
+    normal = bytes(datafile._serialize(table, "parquet", "snappy"))
+    margin = datafile.SERIALIZE_MARGIN
+    try:
+        datafile.SERIALIZE_MARGIN = 8 - table.nbytes
+        overflowed = bytes(datafile._serialize(table, "parquet", "snappy"))
+    finally:
+        datafile.SERIALIZE_MARGIN = margin
+    assert overflowed == normal
+    back = pq.read_table(pa.BufferReader(overflowed))
+    assert (back.num_rows, back.schema.names) == (table.num_rows, table.schema.names)

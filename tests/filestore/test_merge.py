@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from filestore.meta import ValueKind
-from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, merge_counts, merge_primary_key
+from filestore.merge import (COUNT, KIND, SEQ, expand_counts, merge, merge_counts, merge_primary_key,
+                             sorting_order)
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ADD, DELETE = int(ValueKind.ADD), int(ValueKind.DELETE)
@@ -244,3 +246,36 @@ def test_one_integer_key_merges_like_the_replay(records: list[tuple[int, bool]],
     expected = [(k, s) for k, (s, d) in sorted(newest.items()) if not (final and d)]
     merged = merge_primary_key(table, ["k"], final=final)
     assert list(zip(merged.column("k").cast(storage).to_pylist(), merged.column(SEQ).to_pylist())) == expected
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6000), st.sampled_from([10, 2**31, 2**62, 2**64]),
+       st.integers(1, 8), st.sampled_from([np.int64, np.int32, np.int8]))
+def test_sorting_order_sorts_runs_and_random_keys_of_any_range(seed: int, n: int, span: int, runs: int,
+                                                                dtype: Any) -> None:
+    """`sorting_order` (the integer key sort of flushes, reads and compactions) is a permutation that sorts the
+    values, whether they are a few sorted runs or in random order, of a narrow or the full int64 range."""
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    lo = max(info.min, -(span // 2))
+    hi = min(info.max, lo + span - 1)
+    values = rng.integers(lo, hi, n, dtype=np.int64, endpoint=True)
+    if seed % 2:  # concatenated sorted runs, as a merge of files reads them
+        values = np.concatenate([np.sort(part) for part in np.array_split(values, runs)])
+    values = values.astype(dtype)
+    order = sorting_order(values)
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert np.array_equal(values[order], np.sort(values))
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1500, 5000), st.sampled_from([50, 2**40, 2**63]), st.booleans())
+def test_integer_key_merge_of_random_keys_is_the_general_merge(seed: int, n: int, span: int, final: bool) -> None:
+    """Enough keys in random order to take the packed sort: the same winners, in the same order, as the general
+    merge on two key columns (a constant second column makes it the same key order)."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(-(span // 2), span // 2 - 1, n, dtype=np.int64)
+    table = pa.table({SEQ: pa.array(rng.permutation(n), pa.int64()),
+                      KIND: pa.array(rng.choice([ADD, DELETE], n, p=[0.8, 0.2]), pa.int8()),
+                      "k": pa.array(keys), "c": pa.array(np.zeros(n, dtype=np.int8))})
+    assert merge_primary_key(table, ["k"], final=final).equals(merge_primary_key(table, ["k", "c"], final=final))

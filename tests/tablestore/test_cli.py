@@ -111,6 +111,28 @@ def test_describe_partition_of_the_library(warehouse: str) -> None:
     assert [p["partition"] for p in b] == [{"dt": "b"}] and b[0]["compacted"] is False
 
 
+def test_the_null_partition_and_a_look_alike_string_are_selected_as_describe_prints_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string())])
+    cat = tablestore.Catalog(str(tmp_path))
+    cat.create_database("db")
+    t = cat.create_table("db.n", schema=schema, partition_by=["dt"],
+                         options={"bucket": "1", "write-only": "true"})
+    for i in range(2):  # two runs in each of three partitions: null, the literal "__DEFAULT_PARTITION__", "x"
+        t.write(pa.table({"id": [i, i + 10, i + 20], "dt": [None, "__DEFAULT_PARTITION__", "x"]}, schema=schema))
+    wh = str(tmp_path)
+    code, out, _ = run(capsys, "describe", "db.n", "--warehouse", wh)
+    names = re.findall(r"partition +(\S+) +files=2", out)
+    assert code == 0 and sorted(names) == ["dt=__DEFAULT_PARTITION__", "dt=__DEFAULT_PARTITION__%", "dt=x"]
+    for name, value in [("dt=__DEFAULT_PARTITION__", None), ("dt=__DEFAULT_PARTITION__%", "__DEFAULT_PARTITION__")]:
+        code, out, _ = run(capsys, "compact", "db.n", "--full", "--partition", name, "--warehouse", wh)
+        assert code == 0 and "files 2 -> 1" in re.sub(r" +", " ", out)
+        compacted = {p["partition"]["dt"]: p["compacted"] for p in t.describe()["partitions"]}  # type: ignore[attr-defined]
+        assert compacted[value] is True
+    assert compacted == {None: True, "__DEFAULT_PARTITION__": True, "x": False}
+
+
 # -- item 14: compact -----------------------------------------------------------------------------------------------
 def test_compact_reports_what_it_did_for_the_partitions_asked(warehouse: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -331,6 +331,58 @@ def test_insert_leaves_one_sorted_run_per_partition_and_bucket(spark: Any, pytho
     assert sorted(rows(spark, f"SELECT id, dt, v FROM managed.{db}.t")) == sorted(expected)
 
 
+@pytest.mark.parametrize("key", ["id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED",
+                                 "id BIGINT NOT NULL, v STRING NOT NULL, PRIMARY KEY (v, id) NOT ENFORCED",
+                                 "id BIGINT NOT NULL, v STRING"])
+def test_a_task_per_bucket_writes_every_row_into_its_own_bucket(spark: Any, spark_warehouse: Path, db: str,
+                                                                 many_tasks: None, key: str) -> None:
+    """An unpartitioned table whose buckets each get a write task: the Python writer takes the task's bucket from
+    the clustering instead of hashing every row (write.TASK_BUCKET_OPTION); every row must still be in the bucket
+    the file store's bucket function gives it, with or without AQE."""
+    from filestore import bucket_of
+
+    for n, aqe in enumerate(["true", "false"]):
+        before = spark.conf.get("spark.sql.adaptive.enabled")
+        spark.conf.set("spark.sql.adaptive.enabled", aqe)
+        try:
+            spark.sql(f"CREATE TABLE managed.{db}.b{n} ({key}) TBLPROPERTIES ('bucket' = '4')")
+            spark.range(5000).selectExpr("id", "CONCAT('k', CAST(id % 997 AS STRING)) AS v").repartition(3) \
+                .createOrReplaceTempView(f"src_{db}")
+            spark.sql(f"INSERT INTO managed.{db}.b{n} SELECT * FROM src_{db}")
+        finally:
+            spark.conf.set("spark.sql.adaptive.enabled", before)
+        handle = catalog.Catalog(str(spark_warehouse)).get_table(f"{db}.b{n}")
+        store, keys = handle.store, list(handle.schema.key_columns)
+        splits = store.new_scan().plan(store.snapshots.latest(), None)
+        assert sorted(s.bucket for s in splits) == [0, 1, 2, 3]
+        total = 0
+        for split in splits:
+            data = store.new_read(None, None).read(split)
+            assert set(bucket_of(data, keys, 4).tolist()) == {split.bucket}
+            total += data.num_rows
+        assert total == 5000
+
+
+def test_a_task_given_rows_of_another_bucket_fails_rather_than_misplacing_them(
+        spark: Any, spark_warehouse: Path, db: str) -> None:
+    """The writer checks a sample of each chunk against the bucket function when it trusts the clustering."""
+    from filestore import bucket_of
+    from tablestore.spark.types import spark_schema
+    from tablestore.spark.write import TASK_BUCKET_OPTION, ManagedWriter, SparkWriteError
+
+    spark.sql(f"CREATE TABLE managed.{db}.w (id BIGINT NOT NULL, PRIMARY KEY (id) NOT ENFORCED) "
+              "TBLPROPERTIES ('bucket' = '2')")
+    handle = catalog.Catalog(str(spark_warehouse)).get_table(f"{db}.w")
+    ids = pa.table({"id": pa.array(range(100), pa.int64())})
+    buckets = bucket_of(ids, ["id"], 2)
+    options = {"path": f"{db}.w", "warehouse": str(spark_warehouse), TASK_BUCKET_OPTION: "partition"}
+    writer = ManagedWriter(options, spark_schema(handle.schema.arrow_schema), False)
+    mine = ids.filter(pa.array(buckets == 0))   # outside Spark the task is 0
+    assert sum(len(m.added) for m in writer.write(iter(mine.to_batches())).messages) == 1
+    with pytest.raises(SparkWriteError, match="rows of bucket 1"):
+        writer.write(iter(ids.to_batches()))
+
+
 def test_buckets_of_an_unpartitioned_table_get_their_own_write_tasks(spark: Any, db: str) -> None:
     """Clustered by the bare bucket number, Spark's hash partitioning sends buckets 0 and 1 of 2 to the same task
     of 2; the catalog clusters an unpartitioned table by the bucket's slot value instead (BucketSlotFunction)."""

@@ -30,6 +30,7 @@ import org.apache.spark.sql.types.StructType;
 
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
+import tablestore.spark.jvm.WriteBatches;
 
 /**
  * One writer per bucket (FLIP-188) for the writes Spark plans: the write asks Spark for its rows clustered by the
@@ -109,6 +110,14 @@ public final class BucketClustering {
     /** The write tasks of a table without partition columns: a bucket each, at most the session's shuffle tasks. */
     static int tasks(Layout layout) {
         return Math.max(1, Math.min(layout.buckets, SQLConf.get().numShufflePartitions()));
+    }
+
+    /**
+     * Whether write task p receives exactly bucket p's rows: no partition columns, one task per bucket (the slot
+     * function's repartition to {@link #tasks} partitions, which AQE never coalesces).
+     */
+    static boolean taskPerBucket(Layout layout) {
+        return layout.partitionKeys.isEmpty() && clustering(layout).length > 0 && tasks(layout) == layout.buckets;
     }
 
     /**
@@ -270,7 +279,7 @@ public final class BucketClustering {
 
         @Override
         public BatchWrite toBatch() {
-            return python.toBatch();
+            return WriteBatches.of(python.toBatch());   // larger Arrow batches into the Python writer
         }
 
         @Override

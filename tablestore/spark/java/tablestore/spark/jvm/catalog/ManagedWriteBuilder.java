@@ -25,6 +25,12 @@ import tablestore.spark.jvm.PythonSourceBridge;
  * ({@link BucketClustering}).
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
+    /**
+     * Tells the Python writer (tablestore/spark/write.py, the same constant) that batch write task p receives
+     * exactly the rows of bucket p: no partition columns, one task per bucket, the slot function's repartition
+     * (REPARTITION_BY_NUM: AQE never coalesces it), so the task need not hash its rows again.
+     */
+    static final String TASK_BUCKET_OPTION = "__task-bucket";
     private final ManagedTable table;
     private final LogicalWriteInfo info;
     private String mode = null;
@@ -66,13 +72,17 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         if (predicate != null) {
             extra.put("overwrite-predicate", predicate);
         }
+        BucketClustering.Layout layout = table.layout();
+        if (BucketClustering.taskPerBucket(layout)) {
+            extra.put(TASK_BUCKET_OPTION, "partition");   // write task p gets exactly bucket p's rows
+        }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
         WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
             new Info(info, options));
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        return BucketClustering.clustered(python.build(), table.layout(), mode, table.name());
+        return BucketClustering.clustered(python.build(), layout, mode, table.name());
     }
 
     /** LogicalWriteInfo with the injected options. */

@@ -1,0 +1,31 @@
+"""CPU seconds used by this process and its descendants (Spark's JVM, its Python workers, the catalog service), from
+/proc (Linux; elsewhere 0.0). On a shared machine a run's wall time drifts with the others' load; its CPU time much
+less, so the benches print both."""
+from __future__ import annotations
+
+import os
+
+
+def tree_cpu_s() -> float:
+    """user + system seconds of this process and every live descendant, plus their reaped children's."""
+    if not os.path.isdir("/proc"):
+        return 0.0
+    children: dict[int, list[tuple[int, int]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[1]: parent pid; [11:15]: utime, stime, cutime, cstime (clock ticks)
+        children.setdefault(int(fields[1]), []).append((int(entry), sum(int(x) for x in fields[11:15])))
+    total, todo = 0, [os.getpid()]
+    with open(f"/proc/{os.getpid()}/stat", encoding="ascii", errors="replace") as f:
+        total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:15])
+    while todo:
+        for pid, ticks in children.get(todo.pop(), []):
+            total += ticks
+            todo.append(pid)
+    return total / os.sysconf("SC_CLK_TCK")
