@@ -331,11 +331,12 @@ def test_insert_leaves_one_sorted_run_per_partition_and_bucket(spark: Any, pytho
     assert sorted(rows(spark, f"SELECT id, dt, v FROM managed.{db}.t")) == sorted(expected)
 
 
+@pytest.mark.parametrize("path", ["sql", "dataframe"])
 @pytest.mark.parametrize("key", ["id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED",
                                  "id BIGINT NOT NULL, v STRING NOT NULL, PRIMARY KEY (v, id) NOT ENFORCED",
                                  "id BIGINT NOT NULL, v STRING"])
 def test_a_task_per_bucket_writes_every_row_into_its_own_bucket(spark: Any, spark_warehouse: Path, db: str,
-                                                                 many_tasks: None, key: str) -> None:
+                                                                 many_tasks: None, key: str, path: str) -> None:
     """An unpartitioned table whose buckets each get a write task: the Python writer takes the task's bucket from
     the clustering instead of hashing every row (write.TASK_BUCKET_OPTION); every row must still be in the bucket
     the file store's bucket function gives it, with or without AQE."""
@@ -348,7 +349,11 @@ def test_a_task_per_bucket_writes_every_row_into_its_own_bucket(spark: Any, spar
             spark.sql(f"CREATE TABLE managed.{db}.b{n} ({key}) TBLPROPERTIES ('bucket' = '4')")
             spark.range(5000).selectExpr("id", "CONCAT('k', CAST(id % 997 AS STRING)) AS v").repartition(3) \
                 .createOrReplaceTempView(f"src_{db}")
-            spark.sql(f"INSERT INTO managed.{db}.b{n} SELECT * FROM src_{db}")
+            if path == "sql":
+                spark.sql(f"INSERT INTO managed.{db}.b{n} SELECT * FROM src_{db}")
+            else:   # df.write.format("managed") clusters the same way (BucketClustering)
+                spark.table(f"src_{db}").write.format("managed").mode("append") \
+                    .option("warehouse", str(spark_warehouse)).save(f"{db}.b{n}")
         finally:
             spark.conf.set("spark.sql.adaptive.enabled", before)
         handle = catalog.Catalog(str(spark_warehouse)).get_table(f"{db}.b{n}")

@@ -133,8 +133,8 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        WriteBuilder builder = ((SupportsWrite) python).newWriteBuilder(info);
-        return clustered ? BucketClustering.forDataSource(builder, info) : builder;
+        SupportsWrite writes = (SupportsWrite) python;
+        return clustered ? BucketClustering.forDataSource(writes::newWriteBuilder, info) : writes.newWriteBuilder(info);
     }
 
     @Override

@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
+import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
@@ -27,6 +29,7 @@ import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
@@ -48,6 +51,13 @@ public final class BucketClustering {
 
     private BucketClustering() {
     }
+
+    /**
+     * Tells the Python writer (tablestore/spark/write.py, the same constant) that batch write task p receives
+     * exactly the rows of bucket p: no partition columns, one task per bucket, the slot function's repartition
+     * (REPARTITION_BY_NUM: AQE never coalesces it), so the task need not hash its rows again.
+     */
+    static final String TASK_BUCKET_OPTION = "__task-bucket";
 
     /** What a table's writes cluster by: its partition columns and its bucket key, types and count. */
     public static final class Layout {
@@ -120,6 +130,16 @@ public final class BucketClustering {
         return layout.partitionKeys.isEmpty() && clustering(layout).length > 0 && tasks(layout) == layout.buckets;
     }
 
+    /** The options telling the Python writer what the clustering of {@code layout} gives each task. */
+    static Map<String, String> taskOptions(Layout layout) {
+        return taskPerBucket(layout) ? Map.of(TASK_BUCKET_OPTION, "partition") : Map.of();
+    }
+
+    /** {@code info} with {@code options} instead of its own. */
+    static LogicalWriteInfo withOptions(LogicalWriteInfo info, CaseInsensitiveStringMap options) {
+        return new Info(info, options);
+    }
+
     /**
      * {@code python} with the distribution of {@code layout}; {@code mode} (null: append) is the overwrite mode,
      * which a streaming write refuses.
@@ -179,28 +199,35 @@ public final class BucketClustering {
      * such table, no warehouse) or does not fit the rows ({@link #clusters}), the write is Python's alone, which
      * reports the error or writes as without a distribution.
      */
-    public static WriteBuilder forDataSource(WriteBuilder python, LogicalWriteInfo info) {
+    public static WriteBuilder forDataSource(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
         return new SourceWriteBuilder(python, info);
     }
 
     private static final class SourceWriteBuilder implements SupportsTruncate {
-        private WriteBuilder python;
+        private final Function<LogicalWriteInfo, WriteBuilder> python;
         private final LogicalWriteInfo info;
+        private boolean truncate = false;
 
-        SourceWriteBuilder(WriteBuilder python, LogicalWriteInfo info) {
+        SourceWriteBuilder(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
             this.python = python;
             this.info = info;
         }
 
         @Override
         public WriteBuilder truncate() {
-            python = ((SupportsTruncate) python).truncate();
+            truncate = true;
             return this;
+        }
+
+        /** Python's write of {@code info}, truncating (mode overwrite) when Spark asked. */
+        private Write python(LogicalWriteInfo info) {
+            WriteBuilder builder = python.apply(info);
+            return (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
         }
 
         @Override
         public Write build() {
-            Write write = python.build();
+            Write write = python(info);
             Map<String, String> options = info.options();
             String table = options.getOrDefault("path", options.get("table"));
             String warehouse = options.getOrDefault("warehouse", System.getenv("TABLESTORE_WAREHOUSE"));
@@ -231,6 +258,12 @@ public final class BucketClustering {
                     + "column, or a key column {} is not of the table's type {} (cast it)", table,
                     info.schema().simpleString(), layout.bucketKey, layout.bucketKeyTypes);
                 return write;
+            }
+            Map<String, String> task = taskOptions(layout);
+            if (!task.isEmpty()) {   // a fresh Python write that knows each task's bucket
+                Map<String, String> with = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
+                with.putAll(task);
+                write = python(withOptions(info, new CaseInsensitiveStringMap(with)));
             }
             return clustered(write, layout, null, table);
         }
@@ -300,6 +333,42 @@ public final class BucketClustering {
         @Override
         public CustomTaskMetric[] reportDriverMetrics() {
             return python.reportDriverMetrics();
+        }
+    }
+
+    /** LogicalWriteInfo with other options. */
+    private static final class Info implements LogicalWriteInfo {
+        private final LogicalWriteInfo base;
+        private final CaseInsensitiveStringMap options;
+
+        Info(LogicalWriteInfo base, CaseInsensitiveStringMap options) {
+            this.base = base;
+            this.options = options;
+        }
+
+        @Override
+        public CaseInsensitiveStringMap options() {
+            return options;
+        }
+
+        @Override
+        public String queryId() {
+            return base.queryId();
+        }
+
+        @Override
+        public StructType schema() {
+            return base.schema();
+        }
+
+        @Override
+        public Optional<StructType> rowIdSchema() {
+            return base.rowIdSchema();
+        }
+
+        @Override
+        public Optional<StructType> metadataSchema() {
+            return base.metadataSchema();
         }
     }
 }

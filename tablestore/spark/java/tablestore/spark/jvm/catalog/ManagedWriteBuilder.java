@@ -2,7 +2,6 @@ package tablestore.spark.jvm.catalog;
 
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Optional;
 
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
@@ -10,7 +9,6 @@ import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
 import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
-import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.PythonSourceBridge;
@@ -25,12 +23,6 @@ import tablestore.spark.jvm.PythonSourceBridge;
  * ({@link BucketClustering}).
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
-    /**
-     * Tells the Python writer (tablestore/spark/write.py, the same constant) that batch write task p receives
-     * exactly the rows of bucket p: no partition columns, one task per bucket, the slot function's repartition
-     * (REPARTITION_BY_NUM: AQE never coalesces it), so the task need not hash its rows again.
-     */
-    static final String TASK_BUCKET_OPTION = "__task-bucket";
     private final ManagedTable table;
     private final LogicalWriteInfo info;
     private String mode = null;
@@ -73,51 +65,13 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             extra.put("overwrite-predicate", predicate);
         }
         BucketClustering.Layout layout = table.layout();
-        if (BucketClustering.taskPerBucket(layout)) {
-            extra.put(TASK_BUCKET_OPTION, "partition");   // write task p gets exactly bucket p's rows
-        }
+        extra.putAll(BucketClustering.taskOptions(layout));
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
         WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
-            new Info(info, options));
+            BucketClustering.withOptions(info, options));
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
         return BucketClustering.clustered(python.build(), layout, mode, table.name());
-    }
-
-    /** LogicalWriteInfo with the injected options. */
-    private static final class Info implements LogicalWriteInfo {
-        private final LogicalWriteInfo base;
-        private final CaseInsensitiveStringMap options;
-
-        Info(LogicalWriteInfo base, CaseInsensitiveStringMap options) {
-            this.base = base;
-            this.options = options;
-        }
-
-        @Override
-        public CaseInsensitiveStringMap options() {
-            return options;
-        }
-
-        @Override
-        public String queryId() {
-            return base.queryId();
-        }
-
-        @Override
-        public StructType schema() {
-            return base.schema();
-        }
-
-        @Override
-        public Optional<StructType> rowIdSchema() {
-            return base.rowIdSchema();
-        }
-
-        @Override
-        public Optional<StructType> metadataSchema() {
-            return base.metadataSchema();
-        }
     }
 }
