@@ -97,7 +97,9 @@ def key_tables(draw: st.DrawFn) -> pa.Table:
     for i, type_ in enumerate(types):
         values = VALUES[type_] | st.none() if nullable else VALUES[type_]
         columns[f"k{i}"] = _arrow_column(draw(st.lists(values, min_size=n, max_size=n)), type_)
-    return pa.table(columns)
+    # non-nullable columns too: a one-column key that is never null is called compiled (BucketFunction.OneColumn)
+    schema = pa.schema([pa.field(name, a.type, nullable=nullable) for name, a in columns.items()])
+    return pa.table(columns, schema=schema)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.catalog.functions.BoundFunction;
 import org.apache.spark.sql.connector.catalog.functions.ScalarFunction;
 import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
@@ -13,6 +14,7 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The JVM twin of the file store's bucket function (filestore/bucket.py, an on-disk contract): for a table whose
@@ -104,7 +106,8 @@ public final class BucketFunction implements UnboundFunction {
                     keyTypes.get(i)));
             }
         }
-        return new Bound(name(), encoders, types, numBuckets);
+        return fields.length == 1 && !fields[0].nullable() ? new OneColumn(name(), encoders, types, numBuckets)
+            : new Bound(name(), encoders, types, numBuckets);
     }
 
     @Override
@@ -118,7 +121,7 @@ public final class BucketFunction implements UnboundFunction {
     }
 
     /** The bound function: the bucket (int, never null) of the key columns of a row. */
-    public static final class Bound implements ScalarFunction<Integer>, Serializable {
+    public static class Bound implements ScalarFunction<Integer>, Serializable {
         private static final long serialVersionUID = 1L;
         private final String name;
         private final KeyEncoder[] encoders;
@@ -179,6 +182,50 @@ public final class BucketFunction implements UnboundFunction {
         @Override
         public String name() {
             return name;
+        }
+    }
+
+    /**
+     * The bound function of a one-column key that is never null, with Spark's magic methods: a key whose Spark
+     * type's Java class is one of theirs is called compiled ({@code Invoke}) instead of through produceResult (an
+     * argument row and a boxed result per row). The same bucket: the encoders still read the value by the declared
+     * type (a date is an int, a timestamp a long). Not offered for a nullable column: Spark would hand a null to a
+     * primitive parameter as its default value.
+     */
+    public static final class OneColumn extends Bound {
+        private static final long serialVersionUID = 1L;
+        private transient GenericInternalRow one;
+
+        OneColumn(String name, KeyEncoder[] encoders, DataType[] types, int numBuckets) {
+            super(name, encoders, types, numBuckets);
+        }
+
+        @Override
+        public Integer produceResult(InternalRow input) {
+            return bucket(input);   // declared here too: Spark looks for it on the function's own class
+        }
+
+        /** The bucket of a one-column key held as a Java long (bigint, timestamp). */
+        public int invoke(long key) {
+            return bucket(one(key));
+        }
+
+        /** The bucket of a one-column key held as a Java int (int, date). */
+        public int invoke(int key) {
+            return bucket(one(key));
+        }
+
+        /** The bucket of a one-column string key. */
+        public int invoke(UTF8String key) {
+            return bucket(one(key));
+        }
+
+        private InternalRow one(Object key) {
+            if (one == null) {
+                one = new GenericInternalRow(1);
+            }
+            one.update(0, key);
+            return one;
         }
     }
 

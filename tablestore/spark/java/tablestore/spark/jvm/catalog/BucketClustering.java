@@ -227,12 +227,11 @@ public final class BucketClustering {
 
         @Override
         public Write build() {
-            Write write = python(info);
             Map<String, String> options = info.options();
             String table = options.getOrDefault("path", options.get("table"));
             String warehouse = options.getOrDefault("warehouse", System.getenv("TABLESTORE_WAREHOUSE"));
             if (table == null || warehouse == null || table.split("\\.").length != 2) {
-                return write;
+                return python(info);
             }
             Map<String, String> session = new java.util.LinkedHashMap<>();
             options.forEach((k, v) -> {
@@ -251,21 +250,17 @@ public final class BucketClustering {
                 if (e.type().equals("CatalogServiceError")) {
                     LOG.warn("table {}: written without one writer per bucket: {}", table, e.getMessage());
                 }
-                return write;
+                return python(info);
             }
             if (!clusters(layout, info.schema())) {
                 LOG.warn("table {}: written without one writer per bucket: the rows ({}) lack a partition or key "
                     + "column, or a key column {} is not of the table's type {} (cast it)", table,
                     info.schema().simpleString(), layout.bucketKey, layout.bucketKeyTypes);
-                return write;
+                return python(info);
             }
-            Map<String, String> task = taskOptions(layout);
-            if (!task.isEmpty()) {   // a fresh Python write that knows each task's bucket
-                Map<String, String> with = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
-                with.putAll(task);
-                write = python(withOptions(info, new CaseInsensitiveStringMap(with)));
-            }
-            return clustered(write, layout, null, table);
+            Map<String, String> with = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
+            with.putAll(taskOptions(layout));   // the Python write knows what each task holds
+            return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table);
         }
     }
 

@@ -10,6 +10,7 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
+import org.apache.spark.unsafe.types.UTF8String;
 
 import tablestore.spark.jvm.BucketFunction;
 
@@ -24,7 +25,7 @@ import tablestore.spark.jvm.BucketFunction;
  * writer per bucket) and spread evenly. Its name carries both counts: {@code tablestore_bucket_slot:<tasks>:<the
  * bucket function's name>}; the write asks Spark for exactly {@code tasks} partitions.
  */
-final class BucketSlotFunction implements UnboundFunction {
+public final class BucketSlotFunction implements UnboundFunction {
     private static final long serialVersionUID = 1L;
     static final String PREFIX = "tablestore_bucket_slot";
     private static final int SPARK_HASH_SEED = 42;   // HashPartitioning's Murmur3Hash seed
@@ -66,7 +67,9 @@ final class BucketSlotFunction implements UnboundFunction {
     @Override
     public BoundFunction bind(StructType inputType) {
         BucketFunction.Bound bound = (BucketFunction.Bound) bucket.bind(inputType);
-        return new Bound(name(), bound, slots(bucketCount(), tasks));
+        int[] slots = slots(bucketCount(), tasks);
+        return bound instanceof BucketFunction.OneColumn one ? new OneColumn(name(), one, slots)
+            : new Bound(name(), bound, slots);
     }
 
     private int bucketCount() {
@@ -84,7 +87,7 @@ final class BucketSlotFunction implements UnboundFunction {
     }
 
     /** The bound function: the slot value (int, never null) of a row's bucket. */
-    static final class Bound implements ScalarFunction<Integer>, Serializable {
+    public static class Bound implements ScalarFunction<Integer>, Serializable {
         private static final long serialVersionUID = 1L;
         private final String name;
         private final BucketFunction.Bound bucket;
@@ -98,7 +101,11 @@ final class BucketSlotFunction implements UnboundFunction {
 
         @Override
         public Integer produceResult(InternalRow input) {
-            return slots[bucket.bucket(input)];
+            return slot(bucket.bucket(input));
+        }
+
+        final int slot(int bucket) {
+            return slots[bucket];
         }
 
         @Override
@@ -124,6 +131,34 @@ final class BucketSlotFunction implements UnboundFunction {
         @Override
         public String name() {
             return name;
+        }
+    }
+
+    /** The slot of a one-column key that is never null, called compiled: {@link BucketFunction.OneColumn}. */
+    public static final class OneColumn extends Bound {
+        private static final long serialVersionUID = 1L;
+        private final BucketFunction.OneColumn one;
+
+        OneColumn(String name, BucketFunction.OneColumn bucket, int[] slots) {
+            super(name, bucket, slots);
+            this.one = bucket;
+        }
+
+        @Override
+        public Integer produceResult(InternalRow input) {
+            return slot(one.bucket(input));   // declared here too: Spark looks for it on the function's own class
+        }
+
+        public int invoke(long key) {
+            return slot(one.invoke(key));
+        }
+
+        public int invoke(int key) {
+            return slot(one.invoke(key));
+        }
+
+        public int invoke(UTF8String key) {
+            return slot(one.invoke(key));
         }
     }
 }
