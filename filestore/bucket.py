@@ -15,27 +15,19 @@ import pyarrow as pa
 from pandas.util import hash_array
 
 from filestore.keycodec import KeyCodec
+from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
 from filestore.siphash import hash_binary, hash_signed_int_keys
-
-
-_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
-
-
-def _stored_as_signed_int(t: pa.DataType) -> bool:
-    """Types the key codec encodes as signed integers (`filestore.keycodec_columns.signed_int_field`)."""
-    return (pa.types.is_signed_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
-            or pa.types.is_timestamp(t) or pa.types.is_duration(t))
 
 
 def key_hashes(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
     """uint64 hash of each row's bucket key, vectorised. A key of one signed-integer-like column without nulls (the
     common primary key) is hashed from its values (`hash_signed_int_keys`, tested equal to the general path)."""
     columns = [table.column(c) for c in key_columns]
-    if len(columns) == 1 and columns[0].null_count == 0 and _stored_as_signed_int(columns[0].type):
+    if len(columns) == 1 and columns[0].null_count == 0 and stored_as_signed_int(columns[0].type):
         chunks = [c for c in columns[0].chunks if len(c)]
         if not chunks:
             return np.empty(0, dtype=np.uint64)
-        hashes = [hash_signed_int_keys(c.view(_SIGNED[c.type.bit_width]).to_numpy()) for c in chunks]
+        hashes = [hash_signed_int_keys(signed_int_values(c)) for c in chunks]
         return hashes[0] if len(hashes) == 1 else np.concatenate(hashes)
     codec = KeyCodec([c.type for c in columns])
     return hash_binary(codec.encode_columns(columns))

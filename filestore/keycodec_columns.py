@@ -60,6 +60,21 @@ def signed_int_field(arr: pa.Array, width: int) -> pa.Array:
     return _with_marker(_big_endian(flipped, width), _validity(arr))
 
 
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
+
+def stored_as_signed_int(t: pa.DataType) -> bool:
+    """Whether the codec stores a field of type `t` with `signed_int_field` (filestore.keycodec): signed integers
+    and the temporal types."""
+    return bool(pa.types.is_signed_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
+                or pa.types.is_timestamp(t) or pa.types.is_duration(t))
+
+
+def signed_int_values(arr: pa.Array) -> np.ndarray:
+    """The values of a null-free array of a `stored_as_signed_int` type as numpy signed integers, without a copy."""
+    return arr.view(_SIGNED[arr.type.bit_width]).to_numpy()
+
+
 def unsigned_int_field(arr: pa.Array, width: int) -> pa.Array:
     return _with_marker(_big_endian(_values(arr, f"<u{width}", width), width), _validity(arr))
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.countmerge import fold_counts
+from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
 from filestore.meta import ValueKind
 
 SEQ = "_SEQUENCE_NUMBER"
@@ -111,9 +112,6 @@ def merge_primary_key_winners(records: pa.Table, key_columns: Sequence[str], *, 
     return winners
 
 
-_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
-
-
 def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Array | None:
     """`merge_primary_key_winners`' non-final answer for records whose one key column holds integers (or temporal
     values stored as integers), by numpy's sort (faster than Arrow's two-column sort): the keys sorted, then of a
@@ -121,13 +119,9 @@ def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Ar
     if len(key_columns) != 1:
         return None
     column = records.column(key_columns[0])
-    t = column.type
-    stored_as_signed_int = (pa.types.is_signed_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
-                            or pa.types.is_timestamp(t) or pa.types.is_duration(t))
-    if column.null_count or not stored_as_signed_int or len(column) < 2:
+    if column.null_count or not stored_as_signed_int(column.type) or len(column) < 2:
         return None
-    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # one chunk: no copy
-    values = array.view(_SIGNED[t.bit_width]).to_numpy()
+    values = signed_int_values(column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())  # no copy
     order = sorting_order(values)  # ties in any order: equal keys are resolved by sequence number below
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))

@@ -53,9 +53,10 @@ WRITE_CHUNK_ROWS = 256 * 1024
 TASK_BUCKET_OPTION = "__task-bucket"
 """Set to `partition` by the writes Spark clusters (BucketClustering.java, the same constant: SQL INSERT and
 `df.write.format("managed")`) when Spark clusters the rows so that batch write task p receives exactly the rows of
-bucket p (a table without partition columns whose every bucket has its own task: BucketSlotFunction). The task then skips hashing its rows (the JVM twin of the bucket
-function already did, differential-tested); a sample of each chunk is still hashed, and a row of another bucket
-fails the task (SparkWriteError) rather than landing in the wrong bucket. Streaming writes ignore it."""
+bucket p (a table without partition columns whose every bucket has its own task: BucketSlotFunction). The task
+then skips hashing its rows (the JVM twin of the bucket function already did, differential-tested); a sample of
+each chunk is still hashed, and a row of another bucket fails the task (SparkWriteError) rather than landing in
+the wrong bucket. Streaming writes ignore it."""
 TASK_BUCKET_CHECK_ROWS = 1024
 """Rows of each chunk hashed to check the clustering when the task skips bucketing."""
 
