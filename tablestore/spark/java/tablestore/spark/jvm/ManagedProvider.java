@@ -22,9 +22,9 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The JVM face of the {@code managed} data source: everything is delegated to the Python data source
- * ({@code pyspark_managed.DefaultSource}, registered under the same short name) through a fresh
- * Python source ({@link PythonSourceBridge.Source}) per provider instance (Spark creates one provider per lookup). It exists for one thing
- * Python cannot do: give a streaming read without a schema ({@code spark.readStream.format("managed")
+ * ({@code pyspark_managed.DefaultSource}, registered under the same short name) through a fresh Python source
+ * ({@link PythonSourceBridge.Source}) per provider instance (Spark creates one provider per lookup). It exists for
+ * one thing Python cannot do: give a streaming read without a schema ({@code spark.readStream.format("managed")
  * .load("db.orders")}) the changelog schema ({@code _row_kind} + the table's columns) while a batch read of the same
  * options gets the table's schema. A Python data source answers {@code schema()} once, without knowing which.
  *
