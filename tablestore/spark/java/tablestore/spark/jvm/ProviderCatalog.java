@@ -37,7 +37,6 @@ import tablestore.spark.jvm.catalog.BucketClustering;
  */
 public final class ProviderCatalog implements TableCatalog, FunctionCatalog {
     static final String NAME_PREFIX = "__managed_";
-    private static final String WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE";
 
     private String name;
     private String warehouse;
@@ -55,18 +54,10 @@ public final class ProviderCatalog implements TableCatalog, FunctionCatalog {
 
     /**
      * The name of the catalog of a read or write with {@code options} (its warehouse: the option, else the
-     * environment's {@value #WAREHOUSE_ENV}, as the Python source resolves it), registered in the session's conf.
+     * environment's TABLESTORE_WAREHOUSE: {@link BucketClustering#warehouse}), registered in the session's conf.
      */
     static String register(Map<String, String> options) {
-        String warehouse = null;
-        for (Map.Entry<String, String> e : options.entrySet()) {
-            if (e.getKey().equalsIgnoreCase("warehouse")) {
-                warehouse = e.getValue();
-            }
-        }
-        if (warehouse == null) {
-            warehouse = System.getenv(WAREHOUSE_ENV);
-        }
+        String warehouse = BucketClustering.warehouse(options);
         String catalog = NAME_PREFIX + (warehouse == null ? "default" : digest(warehouse));
         SQLConf conf = SQLConf.get();
         String key = "spark.sql.catalog." + catalog;

@@ -85,6 +85,19 @@ public final class BucketClustering {
         }
     }
 
+    /**
+     * The warehouse of a read or write with {@code options}: the {@code warehouse} option (any case), else the
+     * environment's {@code TABLESTORE_WAREHOUSE}, as the Python source resolves it; null when neither is set.
+     */
+    public static String warehouse(Map<String, String> options) {
+        for (Map.Entry<String, String> e : options.entrySet()) {
+            if (e.getKey().equalsIgnoreCase("warehouse")) {
+                return e.getValue();
+            }
+        }
+        return System.getenv("TABLESTORE_WAREHOUSE");
+    }
+
     /** A bucket function or slot function ({@link BucketSlotFunction}) a clustered write names, or null. */
     public static UnboundFunction loadFunction(Identifier ident) {
         UnboundFunction function = ident.namespace().length == 0 ? BucketSlotFunction.fromName(ident.name()) : null;
@@ -229,7 +242,7 @@ public final class BucketClustering {
         public Write build() {
             Map<String, String> options = info.options();
             String table = options.getOrDefault("path", options.get("table"));
-            String warehouse = options.getOrDefault("warehouse", System.getenv("TABLESTORE_WAREHOUSE"));
+            String warehouse = warehouse(options);
             if (table == null || warehouse == null || table.split("\\.").length != 2) {
                 return python(info);
             }

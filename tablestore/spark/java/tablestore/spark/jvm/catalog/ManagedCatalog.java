@@ -11,8 +11,6 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import tablestore.spark.jvm.BucketFunctionCatalog;
-
 import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchFunctionException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
@@ -342,15 +340,12 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
     }
 
     /**
-     * A table's bucket function ({@link BucketFunction#name}) or its {@link BucketSlotFunction}, which its writes
-     * name in their distribution.
+     * A table's bucket function or its bucket slot function, which its writes name in their distribution
+     * ({@link BucketClustering#loadFunction}, shared with the data source's catalog).
      */
     @Override
     public UnboundFunction loadFunction(Identifier ident) throws NoSuchFunctionException {
-        UnboundFunction function = ident.namespace().length == 0 ? BucketSlotFunction.fromName(ident.name()) : null;
-        if (function == null) {
-            function = BucketFunctionCatalog.load(ident);
-        }
+        UnboundFunction function = BucketClustering.loadFunction(ident);
         if (function == null) {
             throw new NoSuchFunctionException(ident);
         }
