@@ -69,6 +69,23 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
 
 
+_COMBINE_MIN_ROWS = 1 << 16
+
+
+def _one_chunk_per_column(data: pa.Table) -> pa.Table:
+    """`data` with every column in one chunk. A flush takes its rows from the source by index, and Arrow's `take`
+    on a column of several chunks concatenates them first: every flush would copy the whole input (fresh memory,
+    so page faults too), once per flush. Combined here once instead, each column on the worker pool."""
+    names = [name for name, column in zip(data.schema.names, data.columns) if column.num_chunks > 1]
+    if not names or data.num_rows < _COMBINE_MIN_ROWS:
+        return data
+    combined = pool().map(lambda name: pa.chunked_array([data.column(name).combine_chunks()]), names)
+    for name, column in zip(names, combined):
+        i = data.schema.get_field_index(name)
+        data = data.set_column(i, data.schema.field(i), column)
+    return data
+
+
 class FileStoreWrite:
     def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int]) -> None:
         self.store = store
@@ -102,6 +119,7 @@ class FileStoreWrite:
         result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
         if not conformed:
             data = self.conform(data)
+        data = _one_chunk_per_column(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)
