@@ -189,8 +189,9 @@ class FileStoreWrite:
             self._flush(where, mem)
 
     def _records(self, chunk: _Chunk) -> pa.Table:
-        """A chunk as records: system columns, then its rows taken from the source."""
-        rows = chunk.source.take(pa.array(chunk.idx))
+        """A chunk as records: system columns, then its rows taken from the source. The row numbers come from
+        `_groups` and the merge (each below the source's length), so `take` skips its bounds check."""
+        rows = pc.take(chunk.source, pa.array(chunk.idx), boundscheck=False)
         system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
