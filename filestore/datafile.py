@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,12 +45,14 @@ def _parquet_writer(schema: pa.Schema, sink: pa.NativeFile, compression: str) ->
     return pq.ParquetWriter(sink, schema, compression=compression, write_statistics=True, use_dictionary=False)
 
 
-def _write_parquet(pieces: Iterable[pa.Table], schema: pa.Schema, sink: pa.NativeFile, compression: str) -> None:
+def _write_parquet(pieces: Iterable[pa.Table], schema: pa.Schema, sink: pa.NativeFile, compression: str) -> Any:
     """One Parquet file of `pieces`, each at most ROW_GROUP_ROWS rows and all but the last exactly that many: the
-    file's row groups are the pieces (the same groups `pq.write_table(..., row_group_size=ROW_GROUP_ROWS)` makes)."""
+    file's row groups are the pieces (the same groups `pq.write_table(..., row_group_size=ROW_GROUP_ROWS)` makes).
+    Returns the file's footer (`pq.FileMetaData`)."""
     with _parquet_writer(schema, sink, compression) as writer:
         for piece in pieces:
             writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
+    return writer.writer.metadata
 
 
 def _pieces(rows: RowsOf, start: int, length: int) -> Iterator[pa.Table]:
@@ -60,35 +62,43 @@ def _pieces(rows: RowsOf, start: int, length: int) -> Iterator[pa.Table]:
 
 def _serialize(table: pa.Table, file_format: str, compression: str) -> memoryview:
     """The bytes of one data file of `table` (see `_serialize_rows`)."""
-    return _serialize_rows(lambda pieces: pieces, table.schema, table.slice, 0, table.num_rows, table.nbytes,
-                           file_format, compression)
+    return _serialize_rows(None, table.schema, table.slice, 0, table.num_rows, table.nbytes, file_format,
+                           compression)
 
 
 def _serialize_rows(
-    observe: Callable[[Iterator[pa.Table]], Iterator[pa.Table]], schema: pa.Schema, rows: RowsOf, start: int,
-    length: int, nbytes: int, file_format: str, compression: str, buffer: pa.Buffer | None = None,
+    facts: "_FileFacts | None", schema: pa.Schema, rows: RowsOf, start: int, length: int, nbytes: int,
+    file_format: str, compression: str, buffer: pa.Buffer | None = None,
 ) -> memoryview:
     """The file's bytes, in an Arrow buffer viewed without a copy. The rows are made and encoded one row group at a
-    time (`observe` sees each piece as it passes, for the file's statistics), so a run taken from a memtable is
+    time (`facts` sees each piece as it passes, then the footer, for the file's metadata), so a run taken from a
+    memtable is
     never materialised whole: its pieces reuse the same few megabytes. Parquet is written into a buffer of
     SERIALIZE_SLACK x the rows' in-memory size `nbytes` plus a margin, allocated once (only the pages written are
     touched): a stream that grows doubles and copies its buffer, touching about twice the file's size of fresh
     memory, which costs a bulk write more kernel time (page faults) than the encoding's own. A file larger than
     that buffer is written again into a growing stream (its statistics are observed again, to the same values).
     `buffer`: one to reuse (a file writer's, already touched), if at least that large."""
+    def observe(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        return pieces if facts is None else facts.observe(pieces)
+
     if file_format == "parquet":
         if buffer is None or buffer.size < SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN:
             buffer = pa.allocate_buffer(SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN, resizable=True)
         fixed = pa.FixedSizeBufferWriter(buffer)
         try:
-            _write_parquet(observe(_pieces(rows, start, length)), schema, fixed, compression)
+            footer = _write_parquet(observe(_pieces(rows, start, length)), schema, fixed, compression)
         except OSError:  # "write out of bounds": more bytes than the buffer holds
             pass
         else:
+            if facts is not None:
+                facts.footer = footer
             return memoryview(buffer)[: fixed.tell()]
     sink = pa.BufferOutputStream()
     if file_format == "parquet":
-        _write_parquet(observe(_pieces(rows, start, length)), schema, sink, compression)
+        footer = _write_parquet(observe(_pieces(rows, start, length)), schema, sink, compression)
+        if facts is not None:
+            facts.footer = footer
     elif file_format == "orc":
         whole = list(observe(iter([rows(start, length)])))
         orc.write_table(pa.concat_tables(whole) if len(whole) != 1 else whole[0], sink, compression=compression)
@@ -194,12 +204,52 @@ def merge_column_stats(a: Sequence[ColumnStats], b: Sequence[ColumnStats]) -> tu
     )
 
 
+def _stats_from_footer(footer: Any, name: str, type_: pa.DataType) -> ColumnStats | None:
+    """A string or binary column's `column_stats` from the min/max the Parquet writer computed for every row group
+    (byte order, which is the key order of these types), or None where a row group has values but no min/max
+    (the writer omits them for values longer than its statistics limit)."""
+    codec = KeyCodec([type_])
+    lo: Any = None
+    hi: Any = None
+    nulls = 0
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        column = next((group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == name),
+                      None)
+        stats = None if column is None else column.statistics
+        if stats is None or stats.null_count is None:
+            return None
+        nulls += stats.null_count
+        if not stats.has_min_max:
+            if stats.null_count < group.num_rows:
+                return None
+            continue
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    if lo is None:
+        return ColumnStats(name, None, None, nulls)
+    return ColumnStats(name, codec.encode([lo]), codec.encode([hi]), nulls)
+
+
+def _byte_ordered(type_: pa.DataType) -> bool:
+    return (pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_binary(type_)
+            or pa.types.is_large_binary(type_))
+
+
 class _FileFacts:
     """What a data file's metadata says about its rows, gathered from its pieces as they are encoded (each piece
-    is read while it is still in the CPU's cache): first and last key, sequence range, deletes, column stats."""
+    is read while it is still in the CPU's cache): first and last key, sequence range, deletes, column stats.
+    In a Parquet file the statistics of string and binary columns are taken from the footer: the writer computes
+    the min/max of every row group anyway, in byte order, which is their key order (a scan of every value less)."""
 
-    def __init__(self, key_columns: Sequence[str], stats_columns: Sequence[str]) -> None:
-        self.key_columns, self.stats_columns = list(key_columns), stats_columns
+    def __init__(self, schema: pa.Schema, key_columns: Sequence[str], stats_columns: Sequence[str],
+                 file_format: str) -> None:
+        self.key_columns, self.stats_columns = list(key_columns), list(stats_columns)
+        self.types = {name: schema.field(name).type for name in stats_columns}
+        self.from_footer = {name for name in stats_columns if file_format == "parquet" and "." not in name
+                            and _byte_ordered(self.types[name])}
+        self.own_columns = [name for name in stats_columns if name not in self.from_footer]
+        self.footer: Any = None
         self._reset()
 
     def _reset(self) -> None:
@@ -228,8 +278,18 @@ class _FileFacts:
         self.max_seq = hi if self.max_seq is None else max(self.max_seq, hi)
         kinds = piece.column(KIND)
         self.deletes += int(pc.sum(pc.equal(kinds, pa.scalar(int(ValueKind.DELETE), pa.int8()))).as_py() or 0)
-        stats = column_stats(piece, self.stats_columns)
+        stats = column_stats(piece, self.own_columns)
         self.stats = stats if self.stats is None else merge_column_stats(self.stats, stats)
+
+    def column_stats(self, data: memoryview) -> tuple[ColumnStats, ...]:
+        """Every stats column's statistics, in order; a column the footer lacks is read back from `data`."""
+        found = {s.column: s for s in self.stats or ()}
+        for name in self.from_footer:
+            stats = _stats_from_footer(self.footer, name, self.types[name])
+            if stats is None:
+                (stats,) = column_stats(pq.read_table(pa.BufferReader(data), columns=[name]), [name])
+            found[name] = stats
+        return tuple(found[name] for name in self.stats_columns if name in found)
 
 
 class DataFileWriter:
@@ -299,19 +359,19 @@ class DataFileWriter:
     ) -> DataFileMeta:
         name = self.paths.new_data_file_name()
         path = self.paths.data_file(self.partition_keys, partition, bucket, name)
-        facts = _FileFacts(self.key_columns, self.stats_columns)
+        facts = _FileFacts(schema, self.key_columns, self.stats_columns, self.file_format)
         try:
             buffer = self._buffers.get_nowait()
         except queue.Empty:
             buffer = None
-        data = _serialize_rows(facts.observe, schema, rows, start, length, bytes_per_row * length, self.file_format,
+        data = _serialize_rows(facts, schema, rows, start, length, bytes_per_row * length, self.file_format,
                                self.compression, buffer)
         self.io.write_bytes(path, data)  # keeps no reference to `data` (FileIO's contract): its buffer is reused
-        size = len(data)
+        size, stats = len(data), facts.column_stats(data)
         if isinstance(data.obj, pa.ResizableBuffer):  # the buffer `_serialize_rows` allocated or was given
             self._buffers.put(data.obj)
         codec = self._codec(schema)
-        assert facts.stats is not None and facts.min_seq is not None and facts.max_seq is not None  # length > 0
+        assert facts.min_seq is not None and facts.max_seq is not None  # length > 0
         return DataFileMeta(
             file_name=name,
             file_size=size,
@@ -324,5 +384,5 @@ class DataFileWriter:
             schema_id=self.schema_id,
             creation_time_ms=int(time.time() * 1000),
             delete_row_count=facts.deletes,
-            stats=facts.stats,
+            stats=stats,
         )

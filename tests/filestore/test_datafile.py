@@ -10,6 +10,7 @@ import datetime as dt
 import decimal
 
 import fsspec
+import pytest
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
@@ -191,3 +192,28 @@ def test_a_run_written_a_row_group_at_a_time_is_the_run(n: int, seed: int, group
         assert meta.delete_row_count == pc.sum(pc.equal(whole[KIND], int(ValueKind.DELETE))).as_py()
         assert meta.stats == column_stats_encoding_all(whole, run.column_names[2:])
     assert start == n
+
+
+@pytest.mark.parametrize("long_at", [None, 0, 2])
+def test_string_stats_come_from_the_parquet_footer_or_from_the_file(long_at: int | None) -> None:
+    """A Parquet file's string and binary statistics are the writer's own row-group min/max; a row group whose
+    values exceed the writer's statistics limit has none, and the column is read back from the file instead."""
+    from filestore import datafile
+
+    values: list[str | None] = ["m", None, "b", "zz", "", "c"]
+    if long_at is not None:
+        values[long_at] = "\U0001f600" * 3000  # 12,000 bytes: more than Parquet keeps in statistics
+    run = pa.table({SEQ: pa.array(range(6), pa.int64()), KIND: pa.array([0] * 6, pa.int8()),
+                    "k": pa.array(range(6), pa.int64()), "s": pa.array(values, pa.string()),
+                    "b": pa.array([v.encode() if v is not None else None for v in values], pa.binary())})
+    io = FileIO(fsspec.filesystem("memory"))
+    paths = TablePaths(f"/long-{long_at}")
+    writer = DataFileWriter(io, paths, partition_keys=[], key_columns=["k"], stats_columns=["k", "s", "b"],
+                            schema_id=0, file_format="parquet", compression="snappy", target_file_size=1 << 30)
+    original = datafile.ROW_GROUP_ROWS
+    try:
+        datafile.ROW_GROUP_ROWS = 2
+        (meta,) = writer.write_run(run, (), 0, level=0)
+    finally:
+        datafile.ROW_GROUP_ROWS = original
+    assert meta.stats == column_stats_encoding_all(run, ["k", "s", "b"])
