@@ -6,9 +6,10 @@ row columns, sorted by key. Files of one run have disjoint key ranges; a run rol
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from typing import Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,33 +32,76 @@ ROW_GROUP_ROWS = 65_536
 
 # Room for a Parquet file's bytes beyond the table's in-memory size (headers, statistics, footer).
 SERIALIZE_MARGIN = 1 << 20
+# The serialize buffer holds this many times the rows' in-memory size (plus the margin): only the pages written are
+# touched, so the slack costs address space, not memory, and a file of incompressible values larger than its rows
+# in memory (plain-encoded Parquet is a little larger than Arrow) still fits: it is not encoded twice.
+SERIALIZE_SLACK = 2
+
+# Rows [start, start + length) of a sorted run, in run order, as records (see filestore.merge).
+RowsOf = Callable[[int, int], pa.Table]
 
 
-def _write_parquet(table: pa.Table, sink: pa.NativeFile, compression: str) -> None:
-    pq.write_table(table, sink, compression=compression, row_group_size=ROW_GROUP_ROWS, write_statistics=True,
-                   use_dictionary=False)
+def _parquet_writer(schema: pa.Schema, sink: pa.NativeFile, compression: str) -> pq.ParquetWriter:
+    return pq.ParquetWriter(sink, schema, compression=compression, write_statistics=True, use_dictionary=False)
+
+
+def _write_parquet(pieces: Iterable[pa.Table], schema: pa.Schema, sink: pa.NativeFile, compression: str) -> Any:
+    """One Parquet file of `pieces`, each at most ROW_GROUP_ROWS rows and all but the last exactly that many: the
+    file's row groups are the pieces (the same groups `pq.write_table(..., row_group_size=ROW_GROUP_ROWS)` makes).
+    Returns the file's footer (`pq.FileMetaData`)."""
+    with _parquet_writer(schema, sink, compression) as writer:
+        for piece in pieces:
+            writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
+    return writer.writer.metadata
+
+
+def _pieces(rows: RowsOf, start: int, length: int) -> Iterator[pa.Table]:
+    for at in range(start, start + length, ROW_GROUP_ROWS):
+        yield rows(at, min(ROW_GROUP_ROWS, start + length - at))
 
 
 def _serialize(table: pa.Table, file_format: str, compression: str) -> memoryview:
-    """The file's bytes, in an Arrow buffer viewed without a copy. Parquet is written into a buffer of the table's
-    in-memory size plus a margin, allocated once (only the pages written are touched): a stream that grows doubles
-    and copies its buffer, touching about twice the file's size of fresh memory, which costs a bulk write more
-    kernel time (page faults) than the encoding's own. A file larger than that buffer is written again into a
-    growing stream."""
+    """The bytes of one data file of `table` (see `_serialize_rows`)."""
+    return _serialize_rows(None, table.schema, table.slice, 0, table.num_rows, table.nbytes, file_format,
+                           compression)
+
+
+def _serialize_rows(
+    facts: "_FileFacts | None", schema: pa.Schema, rows: RowsOf, start: int, length: int, nbytes: int,
+    file_format: str, compression: str, buffer: pa.Buffer | None = None,
+) -> memoryview:
+    """The file's bytes, in an Arrow buffer viewed without a copy. The rows are made and encoded one row group at a
+    time (`facts` sees each piece as it passes, then the footer, for the file's metadata), so a run taken from a
+    memtable is
+    never materialised whole: its pieces reuse the same few megabytes. Parquet is written into a buffer of
+    SERIALIZE_SLACK x the rows' in-memory size `nbytes` plus a margin, allocated once (only the pages written are
+    touched): a stream that grows doubles and copies its buffer, touching about twice the file's size of fresh
+    memory, which costs a bulk write more kernel time (page faults) than the encoding's own. A file larger than
+    that buffer is written again into a growing stream (its statistics are observed again, to the same values).
+    `buffer`: one to reuse (a file writer's, already touched), if at least that large."""
+    def observe(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        return pieces if facts is None else facts.observe(pieces)
+
     if file_format == "parquet":
-        buffer = pa.allocate_buffer(table.nbytes + SERIALIZE_MARGIN, resizable=True)
+        if buffer is None or buffer.size < SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN:
+            buffer = pa.allocate_buffer(SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN, resizable=True)
         fixed = pa.FixedSizeBufferWriter(buffer)
         try:
-            _write_parquet(table, fixed, compression)
+            footer = _write_parquet(observe(_pieces(rows, start, length)), schema, fixed, compression)
         except OSError:  # "write out of bounds": more bytes than the buffer holds
             pass
         else:
+            if facts is not None:
+                facts.footer = footer
             return memoryview(buffer)[: fixed.tell()]
     sink = pa.BufferOutputStream()
     if file_format == "parquet":
-        _write_parquet(table, sink, compression)
+        footer = _write_parquet(observe(_pieces(rows, start, length)), schema, sink, compression)
+        if facts is not None:
+            facts.footer = footer
     elif file_format == "orc":
-        orc.write_table(table, sink, compression=compression)
+        whole = list(observe(iter([rows(start, length)])))
+        orc.write_table(pa.concat_tables(whole) if len(whole) != 1 else whole[0], sink, compression=compression)
     else:
         raise FileStoreError(f"unknown file format {file_format!r}; valid: {', '.join(FORMATS)}")
     return memoryview(sink.getvalue())
@@ -149,8 +193,109 @@ def _extreme_candidates(col: pa.ChunkedArray) -> pa.Array:
     return pa.concat_arrays(parts)
 
 
+def merge_column_stats(a: Sequence[ColumnStats], b: Sequence[ColumnStats]) -> tuple[ColumnStats, ...]:
+    """The `column_stats` of two tables' rows together, from the stats of each (same columns, same order)."""
+    def pick(x: bytes | None, y: bytes | None, best: Callable[[bytes, bytes], bytes]) -> bytes | None:
+        return y if x is None else x if y is None else best(x, y)
+
+    return tuple(
+        ColumnStats(p.column, pick(p.min, q.min, min), pick(p.max, q.max, max), p.null_count + q.null_count)
+        for p, q in zip(a, b, strict=True)
+    )
+
+
+def _stats_from_footer(footer: Any, name: str, type_: pa.DataType) -> ColumnStats | None:
+    """A string or binary column's `column_stats` from the min/max the Parquet writer computed for every row group
+    (byte order, which is the key order of these types), or None where a row group has values but no min/max
+    (the writer omits them for values longer than its statistics limit)."""
+    codec = KeyCodec([type_])
+    lo: Any = None
+    hi: Any = None
+    nulls = 0
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        column = next((group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == name),
+                      None)
+        stats = None if column is None else column.statistics
+        if stats is None or stats.null_count is None:
+            return None
+        nulls += stats.null_count
+        if not stats.has_min_max:
+            if stats.null_count < group.num_rows:
+                return None
+            continue
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    if lo is None:
+        return ColumnStats(name, None, None, nulls)
+    return ColumnStats(name, codec.encode([lo]), codec.encode([hi]), nulls)
+
+
+def _byte_ordered(type_: pa.DataType) -> bool:
+    return (pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_binary(type_)
+            or pa.types.is_large_binary(type_))
+
+
+class _FileFacts:
+    """What a data file's metadata says about its rows, gathered from its pieces as they are encoded (each piece
+    is read while it is still in the CPU's cache): first and last key, sequence range, deletes, column stats.
+    In a Parquet file the statistics of string and binary columns are taken from the footer: the writer computes
+    the min/max of every row group anyway, in byte order, which is their key order (a scan of every value less)."""
+
+    def __init__(self, schema: pa.Schema, key_columns: Sequence[str], stats_columns: Sequence[str],
+                 file_format: str) -> None:
+        self.key_columns, self.stats_columns = list(key_columns), list(stats_columns)
+        self.types = {name: schema.field(name).type for name in stats_columns}
+        self.from_footer = {name for name in stats_columns if file_format == "parquet" and "." not in name
+                            and _byte_ordered(self.types[name])}
+        self.own_columns = [name for name in stats_columns if name not in self.from_footer]
+        self.footer: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.first_key: list[object] = []
+        self.last_key: list[object] = []
+        self.min_seq: int | None = None
+        self.max_seq: int | None = None
+        self.deletes = 0
+        self.stats: tuple[ColumnStats, ...] | None = None
+
+    def observe(self, pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        self._reset()  # a second pass (the file written again into a growing stream) starts over
+        for piece in pieces:
+            if piece.num_rows:
+                self._add(piece)
+            yield piece
+
+    def _add(self, piece: pa.Table) -> None:
+        keys = piece.select(self.key_columns)
+        if not self.first_key:
+            self.first_key = [c[0].as_py() for c in keys.columns]
+        self.last_key = [c[-1].as_py() for c in keys.columns]
+        seq = pc.min_max(piece.column(SEQ))
+        lo, hi = seq["min"].as_py(), seq["max"].as_py()
+        self.min_seq = lo if self.min_seq is None else min(self.min_seq, lo)
+        self.max_seq = hi if self.max_seq is None else max(self.max_seq, hi)
+        kinds = piece.column(KIND)
+        self.deletes += int(pc.sum(pc.equal(kinds, pa.scalar(int(ValueKind.DELETE), pa.int8()))).as_py() or 0)
+        stats = column_stats(piece, self.own_columns)
+        self.stats = stats if self.stats is None else merge_column_stats(self.stats, stats)
+
+    def column_stats(self, data: memoryview) -> tuple[ColumnStats, ...]:
+        """Every stats column's statistics, in order; a column the footer lacks is read back from `data`."""
+        found = {s.column: s for s in self.stats or ()}
+        for name in self.from_footer:
+            stats = _stats_from_footer(self.footer, name, self.types[name])
+            if stats is None:
+                (stats,) = column_stats(pq.read_table(pa.BufferReader(data), columns=[name]), [name])
+            found[name] = stats
+        return tuple(found[name] for name in self.stats_columns if name in found)
+
+
 class DataFileWriter:
-    """Writes sorted runs of one table."""
+    """Writes sorted runs of one table. Safe to use from several threads (the flushes of one write run on the
+    worker pool). Each thread's serialize buffer is kept for its next file until `release_buffers`: the pages of
+    a fresh buffer cost kernel time (page faults) on first touch, about as much as the file's encoding."""
 
     def __init__(
         self,
@@ -175,43 +320,69 @@ class DataFileWriter:
         self.compression = compression
         self.target_file_size = target_file_size
         self._key_codec: KeyCodec | None = None
+        self._buffers: queue.SimpleQueue[pa.Buffer] = queue.SimpleQueue()
 
-    def _codec(self, run: pa.Table) -> KeyCodec:
+    def release_buffers(self) -> None:
+        """Drop the serialize buffers kept for reuse (a write does at the end of its prepare-commit)."""
+        while not self._buffers.empty():
+            self._buffers.get_nowait()
+
+    def _codec(self, schema: pa.Schema) -> KeyCodec:
         if self._key_codec is None:
-            self._key_codec = KeyCodec([run.schema.field(k).type for k in self.key_columns])
+            self._key_codec = KeyCodec([schema.field(k).type for k in self.key_columns])
         return self._key_codec
 
     def write_run(self, run: pa.Table, partition: Partition, bucket: int, level: int) -> list[DataFileMeta]:
         """Write one sorted run (already merged and sorted by key) as files rolling at target-file-size."""
-        if run.num_rows == 0:
-            return []
-        bytes_per_row = max(1, run.nbytes // run.num_rows)
-        rows_per_file = max(1, self.target_file_size // bytes_per_row)
-        metas = []
-        for start in range(0, run.num_rows, rows_per_file):
-            metas.append(self._write_file(run.slice(start, rows_per_file), partition, bucket, level))
-        return metas
+        return self.write_rows(run.schema, run.num_rows, run.nbytes, run.slice, partition, bucket, level)
 
-    def _write_file(self, chunk: pa.Table, partition: Partition, bucket: int, level: int) -> DataFileMeta:
+    def write_rows(
+        self, schema: pa.Schema, num_rows: int, nbytes: int, rows: RowsOf, partition: Partition, bucket: int,
+        level: int,
+    ) -> list[DataFileMeta]:
+        """Write a sorted run given as `rows(start, length)` (records of `schema` in run order; `nbytes` its
+        in-memory size, an estimate will do) as files rolling at target-file-size. The rows are asked for one row
+        group at a time, so a run a flush takes from its memtable is never materialised whole."""
+        if num_rows == 0:
+            return []
+        bytes_per_row = max(1, nbytes // num_rows)
+        rows_per_file = max(1, self.target_file_size // bytes_per_row)
+        return [
+            self._write_file(schema, rows, start, min(rows_per_file, num_rows - start), bytes_per_row, partition,
+                             bucket, level)
+            for start in range(0, num_rows, rows_per_file)
+        ]
+
+    def _write_file(
+        self, schema: pa.Schema, rows: RowsOf, start: int, length: int, bytes_per_row: int, partition: Partition,
+        bucket: int, level: int,
+    ) -> DataFileMeta:
         name = self.paths.new_data_file_name()
         path = self.paths.data_file(self.partition_keys, partition, bucket, name)
-        data = _serialize(chunk, self.file_format, self.compression)
-        self.io.write_bytes(path, data)
-        codec = self._codec(chunk)
-        keys = chunk.select(list(self.key_columns))
-        seq = pc.min_max(chunk.column(SEQ))
-        deletes = pc.sum(pc.equal(chunk.column(KIND), pa.scalar(int(ValueKind.DELETE), pa.int8()))).as_py() or 0
+        facts = _FileFacts(schema, self.key_columns, self.stats_columns, self.file_format)
+        try:
+            buffer = self._buffers.get_nowait()
+        except queue.Empty:
+            buffer = None
+        data = _serialize_rows(facts, schema, rows, start, length, bytes_per_row * length, self.file_format,
+                               self.compression, buffer)
+        self.io.write_bytes(path, data)  # keeps no reference to `data` (FileIO's contract): its buffer is reused
+        size, stats = len(data), facts.column_stats(data)
+        if isinstance(data.obj, pa.ResizableBuffer):  # the buffer `_serialize_rows` allocated or was given
+            self._buffers.put(data.obj)
+        codec = self._codec(schema)
+        assert facts.min_seq is not None and facts.max_seq is not None  # length > 0
         return DataFileMeta(
             file_name=name,
-            file_size=len(data),
-            row_count=chunk.num_rows,
-            min_key=codec.encode([c[0].as_py() for c in keys.columns]),
-            max_key=codec.encode([c[-1].as_py() for c in keys.columns]),
-            min_sequence_number=seq["min"].as_py(),
-            max_sequence_number=seq["max"].as_py(),
+            file_size=size,
+            row_count=length,
+            min_key=codec.encode(facts.first_key),
+            max_key=codec.encode(facts.last_key),
+            min_sequence_number=facts.min_seq,
+            max_sequence_number=facts.max_seq,
             level=level,
             schema_id=self.schema_id,
             creation_time_ms=int(time.time() * 1000),
-            delete_row_count=int(deletes),
-            stats=column_stats(chunk, self.stats_columns),
+            delete_row_count=facts.deletes,
+            stats=stats,
         )

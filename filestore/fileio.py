@@ -6,7 +6,8 @@ Contract (what each call raises):
   `path` already exists. A reader never sees a partial file at `path`. On a local disk the bytes go to a temp
   file which is hard-linked to `path` (link fails if it exists); elsewhere fsspec's exclusive mode ("xb") is used,
   which object stores implement as a conditional put.
-- `write_bytes(path, data)`: for new, uniquely named files only (data files, manifests); may overwrite.
+- `write_bytes(path, data)`: for new, uniquely named files only (data files, manifests); may overwrite. Keeps no
+  reference to `data` after it returns (the data file writer reuses the buffer for its next file).
 - `delete(path)`: missing files are ignored.
 
 Tests inject faults by subclassing `FileIO` (see tests/filestore/faulty_io.py).

@@ -53,20 +53,46 @@ class _Memtable:
 
 
 _FEW_GROUPS = 16
+_PARALLEL_ROWS = 1 << 18  # an input this large is hashed and grouped in slices on the worker pool
 
 
 def _groups(codes: np.ndarray) -> list[np.ndarray]:
     """The row numbers of each distinct code, in ascending code order, each in row order. A few groups (buckets
-    of an unpartitioned table) are found by one comparison each, more by a stable sort (a radix sort when the codes
-    fit a small integer type). The key sort happens in the flush's merge, on the worker pool, per bucket."""
+    of an unpartitioned table) are found by one comparison each (a large input in slices on the worker pool),
+    more by a stable sort (a radix sort when the codes fit a small integer type). The key sort happens in the
+    flush's merge, on the worker pool, per bucket."""
     present = np.flatnonzero(np.bincount(codes)) if codes.max(initial=0) < 1 << 20 else np.unique(codes)
     if len(present) == 1:
         return [np.arange(len(codes))]
     if len(present) <= _FEW_GROUPS:
-        return [np.flatnonzero(codes == code) for code in present]
+        if len(codes) < _PARALLEL_ROWS or pool_size() == 1:
+            return [np.flatnonzero(codes == code) for code in present]
+        step = -(-len(codes) // pool_size())
+        parts = pool().map(
+            lambda start: [np.flatnonzero(codes[start : start + step] == code) + start for code in present],
+            range(0, len(codes), step),
+        )
+        return [np.concatenate([part[i] for part in parts]) for i in range(len(present))]
     narrow = np.int16 if codes.max(initial=0) < 2**15 else np.int64
     order = np.argsort(codes.astype(narrow), kind="stable")
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
+
+
+_COMBINE_MIN_ROWS = 1 << 16
+
+
+def _one_chunk_per_column(data: pa.Table) -> pa.Table:
+    """`data` with every column in one chunk. A flush takes its rows from the source by index, and Arrow's `take`
+    on a column of several chunks concatenates them first: every flush would copy the whole input (fresh memory,
+    so page faults too), once per flush. Combined here once instead, each column on the worker pool."""
+    names = [name for name, column in zip(data.schema.names, data.columns) if column.num_chunks > 1]
+    if not names or data.num_rows < _COMBINE_MIN_ROWS:
+        return data
+    combined = pool().map(lambda name: pa.chunked_array([data.column(name).combine_chunks()]), names)
+    for name, column in zip(names, combined):
+        i = data.schema.get_field_index(name)
+        data = data.set_column(i, data.schema.field(i), column)
+    return data
 
 
 class FileStoreWrite:
@@ -102,6 +128,7 @@ class FileStoreWrite:
         result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
         if not conformed:
             data = self.conform(data)
+        data = _one_chunk_per_column(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)
@@ -109,7 +136,7 @@ class FileStoreWrite:
         if kind_arr.shape != (n,):
             raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
         buckets = self._buckets(data)
-        group_codes = buckets.astype(np.int64)
+        group_codes = buckets  # int32; int64 once partitions are folded in
         dictionaries = []
         multiplier = self.store.options.bucket
         for name in self.schema.partition_keys:
@@ -133,7 +160,7 @@ class FileStoreWrite:
         GIL), with the same result."""
         keys, num_buckets = self.schema.key_columns, self.store.options.bucket
         size = pool_size()
-        if size == 1 or data.num_rows < 1 << 18 or num_buckets == 1:
+        if size == 1 or data.num_rows < _PARALLEL_ROWS or num_buckets == 1:
             return bucket_of(data, keys, num_buckets)
         step = -(-data.num_rows // size)
         slices = [data.slice(start, step) for start in range(0, data.num_rows, step)]
@@ -162,8 +189,9 @@ class FileStoreWrite:
             self._flush(where, mem)
 
     def _records(self, chunk: _Chunk) -> pa.Table:
-        """A chunk as records: system columns, then its rows taken from the source."""
-        rows = chunk.source.take(pa.array(chunk.idx))
+        """A chunk as records: system columns, then its rows taken from the source. The row numbers come from
+        `_groups` and the merge (each below the source's length), so `take` skips its bounds check."""
+        rows = pc.take(chunk.source, pa.array(chunk.idx), boundscheck=False)
         system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
@@ -172,9 +200,10 @@ class FileStoreWrite:
             system[COUNT] = pa.array(np.where(chunk.kinds == int(ValueKind.DELETE), -1, 1).astype(np.int64))
         return pa.Table.from_arrays([*system.values(), *rows.columns], names=[*system.keys(), *rows.schema.names])
 
-    def _merged_run(self, chunks: list[_Chunk]) -> pa.Table:
-        """The memtable merged (non-final) into a sorted run. For a primary-key table the merge runs on the keys,
-        sequence numbers and kinds alone, and the winning rows are taken from the source once."""
+    def _merged_run(self, chunks: list[_Chunk]) -> pa.Table | _Chunk:
+        """The memtable merged (non-final) into a sorted run. For a primary-key table written once since the last
+        flush the merge runs on the keys, sequence numbers and kinds alone, and the answer is the winning rows of
+        the source in key order, not yet taken (the file writer takes them one row group at a time)."""
         keys = self.schema.key_columns
         if not self.schema.has_primary_key or len(chunks) > 1:
             records = pa.concat_tables([self._records(c) for c in chunks])
@@ -184,9 +213,9 @@ class FileStoreWrite:
                                 **{k: chunk.source.column(k).take(pa.array(chunk.idx)) for k in keys}})
         winners = merge_primary_key_winners(key_records, keys, final=False)
         if winners is None:
-            return self._records(chunk)
+            return chunk
         w = winners.to_numpy()
-        return self._records(_Chunk(chunk.source, chunk.idx[w], chunk.seq[w], chunk.kinds[w]))
+        return _Chunk(chunk.source, chunk.idx[w], chunk.seq[w], chunk.kinds[w])
 
     def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
         """Merge and write the memtable as a level-0 run on the shared worker pool (pyarrow releases the GIL, so
@@ -203,9 +232,23 @@ class FileStoreWrite:
 
     def _write_run(self, where: tuple[Partition, int], chunks: list[_Chunk]) -> list[DataFileMeta]:
         run = self._merged_run(chunks)
-        files = self._writer.write_run(run, where[0], where[1], level=0)
+        if isinstance(run, pa.Table):
+            files = self._writer.write_run(run, where[0], where[1], level=0)
+        else:
+            files = self._write_chunk(run, where)
         log.debug("flushed %s rows into %s files for %s", sum(len(c.idx) for c in chunks), len(files), where)
         return files
+
+    def _write_chunk(self, run: _Chunk, where: tuple[Partition, int]) -> list[DataFileMeta]:
+        """Write the rows of a chunk (in key order) as a run, taken from the source one row group at a time."""
+        def rows(start: int, length: int) -> pa.Table:
+            end = start + length
+            return self._records(_Chunk(run.source, run.idx[start:end], run.seq[start:end], run.kinds[start:end]))
+
+        schema = self._records(_Chunk(run.source, run.idx[:0], run.seq[:0], run.kinds[:0])).schema
+        bytes_per_row = max(1, run.source.nbytes // max(1, run.source.num_rows)) + 9  # as `_append` estimates
+        return self._writer.write_rows(schema, len(run.idx), bytes_per_row * len(run.idx), rows, where[0], where[1],
+                                       level=0)
 
     def _drain(self) -> None:
         """Wait for every flush in flight (all of them, even after a failure, so no write outlives this call) and
@@ -229,4 +272,5 @@ class FileStoreWrite:
                     CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
                 )
                 mem.flushed = []
+        self._writer.release_buffers()
         return messages

@@ -10,13 +10,24 @@ import datetime as dt
 import decimal
 
 import fsspec
+import pytest
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from filestore.datafile import column_stats, column_stats_encoding_all, read_data_file
+from filestore.datafile import (
+    DataFileWriter,
+    column_stats,
+    column_stats_encoding_all,
+    merge_column_stats,
+    read_data_file,
+)
 from filestore.fileio import FileIO
+from filestore.keycodec import KeyCodec
+from filestore.merge import KIND, SEQ
+from filestore.meta import ValueKind
+from filestore.paths import TablePaths
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -89,19 +100,120 @@ def test_decimal_stats() -> None:
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_a_file_larger_than_its_buffer_is_written_whole(table: pa.Table) -> None:
-    """Parquet bytes go into a buffer of the table's size plus a margin; when they do not fit (forced here with a
-    buffer of 8 bytes), the file is written again into a growing stream: the same bytes, a whole Parquet file."""
+    """Parquet bytes go into a buffer of twice the table's size plus a margin; when they do not fit (forced here
+    with a buffer of 8 bytes), the file is written again into a growing stream: the same bytes, a whole file."""
     import pyarrow.parquet as pq
 
     from filestore import datafile
 
     normal = bytes(datafile._serialize(table, "parquet", "snappy"))
-    margin = datafile.SERIALIZE_MARGIN
+    margin, slack = datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK
     try:
-        datafile.SERIALIZE_MARGIN = 8 - table.nbytes
+        datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK = 8, 0
         overflowed = bytes(datafile._serialize(table, "parquet", "snappy"))
     finally:
-        datafile.SERIALIZE_MARGIN = margin
+        datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK = margin, slack
     assert overflowed == normal
     back = pq.read_table(pa.BufferReader(overflowed))
     assert (back.num_rows, back.schema.names) == (table.num_rows, table.schema.names)
+
+
+@SETTINGS
+@given(tables(), st.integers(0, 30))
+def test_stats_of_two_parts_merged_equal_the_stats_of_the_whole(table: pa.Table, cut: int) -> None:
+    cut = min(cut, table.num_rows)
+    names = table.column_names
+    parts = column_stats(table.slice(0, cut), names), column_stats(table.slice(cut), names)
+    assert merge_column_stats(*parts) == column_stats_encoding_all(table, names)
+
+
+def _records(n: int, seed: int) -> pa.Table:
+    """A sorted run of `n` records: unique sorted keys, sequence numbers in any order, some deletes, nulls."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    keys = np.sort(rng.choice(10 * n + 1, n, replace=False)).astype(np.int64)
+    return pa.table({
+        SEQ: pa.array(rng.permutation(n).astype(np.int64) + 5),
+        KIND: pa.array(np.where(rng.random(n) < 0.2, int(ValueKind.DELETE), int(ValueKind.ADD)).astype(np.int8)),
+        "k": pa.array(keys),
+        "f": pa.array(rng.normal(size=n), mask=rng.random(n) < 0.1),
+        "s": pa.array([f"s{v}" for v in rng.integers(0, 50, n)]),
+    })
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 200), st.integers(0, 2**32), st.sampled_from([1, 3, 64]), st.sampled_from([1, 40, 10**6]),
+       st.sampled_from(["parquet", "orc"]))
+def test_a_run_written_a_row_group_at_a_time_is_the_run(n: int, seed: int, group: int, file_rows: int,
+                                                         file_format: str) -> None:
+    """`write_rows` asks for a run's rows one row group at a time (a flush's run is never materialised whole); the
+    files hold exactly the run, in order, rolling at target-file-size, and their metadata (key range, sequence
+    range, deletes, column statistics) equals what the whole of each file's rows gives."""
+    import pyarrow.parquet as pq
+
+    from filestore import datafile
+
+    run = _records(n, seed)
+    io = FileIO(fsspec.filesystem("memory"))
+    paths = TablePaths(f"/t{seed}-{n}-{group}-{file_rows}", file_format)
+    writer = DataFileWriter(io, paths, partition_keys=[], key_columns=["k"], stats_columns=run.column_names[2:],
+                            schema_id=0, file_format=file_format, compression="snappy",
+                            target_file_size=file_rows * max(1, run.nbytes // n))
+    asked: list[int] = []
+
+    def rows(start: int, length: int) -> pa.Table:
+        asked.append(length)
+        return run.slice(start, length)
+
+    original = datafile.ROW_GROUP_ROWS
+    try:
+        datafile.ROW_GROUP_ROWS = group
+        metas = writer.write_rows(run.schema, n, run.nbytes, rows, (), 0, level=0)
+    finally:
+        datafile.ROW_GROUP_ROWS = original
+    if file_format == "parquet":
+        assert max(asked) <= group
+    codec = KeyCodec([pa.int64()])
+    start = 0
+    for meta in metas:
+        path = paths.data_file([], (), 0, meta.file_name)
+        back = read_data_file(io, path, file_format)
+        whole = run.slice(start, meta.row_count)
+        start += meta.row_count
+        assert back.equals(whole)
+        if file_format == "parquet":
+            groups = pq.ParquetFile(pa.BufferReader(io.read_bytes(path))).metadata.num_row_groups
+            assert groups == -(-meta.row_count // group)
+        assert (meta.min_key, meta.max_key) == (codec.encode([whole["k"][0].as_py()]),
+                                                codec.encode([whole["k"][-1].as_py()]))
+        assert (meta.min_sequence_number, meta.max_sequence_number) == (pc.min(whole[SEQ]).as_py(),
+                                                                      pc.max(whole[SEQ]).as_py())
+        assert meta.delete_row_count == pc.sum(pc.equal(whole[KIND], int(ValueKind.DELETE))).as_py()
+        assert meta.stats == column_stats_encoding_all(whole, run.column_names[2:])
+    assert start == n
+
+
+@pytest.mark.parametrize("long_at", [None, 0, 2])
+def test_string_stats_come_from_the_parquet_footer_or_from_the_file(long_at: int | None) -> None:
+    """A Parquet file's string and binary statistics are the writer's own row-group min/max; a row group whose
+    values exceed the writer's statistics limit has none, and the column is read back from the file instead."""
+    from filestore import datafile
+
+    values: list[str | None] = ["m", None, "b", "zz", "", "c"]
+    if long_at is not None:
+        values[long_at] = "\U0001f600" * 3000  # 12,000 bytes: more than Parquet keeps in statistics
+    run = pa.table({SEQ: pa.array(range(6), pa.int64()), KIND: pa.array([0] * 6, pa.int8()),
+                    "k": pa.array(range(6), pa.int64()), "s": pa.array(values, pa.string()),
+                    "b": pa.array([v.encode() if v is not None else None for v in values], pa.binary())})
+    io = FileIO(fsspec.filesystem("memory"))
+    paths = TablePaths(f"/long-{long_at}")
+    writer = DataFileWriter(io, paths, partition_keys=[], key_columns=["k"], stats_columns=["k", "s", "b"],
+                            schema_id=0, file_format="parquet", compression="snappy", target_file_size=1 << 30)
+    original = datafile.ROW_GROUP_ROWS
+    try:
+        datafile.ROW_GROUP_ROWS = 2
+        (meta,) = writer.write_run(run, (), 0, level=0)
+    finally:
+        datafile.ROW_GROUP_ROWS = original
+    assert meta.stats == column_stats_encoding_all(run, ["k", "s", "b"])

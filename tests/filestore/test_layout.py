@@ -268,3 +268,44 @@ def test_target_file_size_rolls_a_run_into_disjoint_files(tmp_path: Path) -> Non
     for a, b in zip(files, files[1:]):
         assert a["_MAX_KEY"] < b["_MIN_KEY"]  # one sorted run: key ranges do not overlap
     assert t.read().sort_by("id").equals(data)
+
+
+def test_a_flush_writes_its_run_a_row_group_at_a_time(tmp_path: Path, monkeypatch: Any) -> None:
+    """A flush takes its run from the written rows one row group at a time: each file holds its bucket's newest
+    row per key in key order, in row groups of ROW_GROUP_ROWS rows, and reads back as the rows written."""
+    import numpy as np
+
+    from filestore import datafile
+
+    monkeypatch.setattr(datafile, "ROW_GROUP_ROWS", 7)
+    t = new_table(tmp_path, options={"bucket": "2"})
+    ids = np.random.default_rng(1).integers(0, 300, 1000)  # unsorted, with repeats: the last write of a key wins
+    t.write(pa.table({"id": ids, "dt": ["2024-01-01"] * 1000, "v": [f"v{i}" for i in range(1000)]}, schema=SCHEMA))
+    newest = {int(k): f"v{i}" for i, k in enumerate(ids)}
+    files = data_files(Path(t.path))
+    assert len(files) == 2
+    for path in files:
+        content = pq.read_table(path)
+        keys = content["id"].to_pylist()
+        assert keys == sorted(set(keys))
+        assert content["v"].to_pylist() == [newest[k] for k in keys]
+        assert pq.ParquetFile(path).metadata.num_row_groups == -(-content.num_rows // 7)
+    back = t.read()
+    assert dict(zip(back["id"].to_pylist(), back["v"].to_pylist())) == newest
+
+
+def test_a_large_input_in_many_chunks_is_written_as_given(tmp_path: Path) -> None:
+    """A large input of several Arrow chunks (as a Parquet reader returns) is combined once before the flushes take
+    from it: the table holds exactly its rows."""
+    import numpy as np
+
+    t = new_table(tmp_path, options={"bucket": "2", "write-buffer-size": "1 mb"})
+    n = 70_000
+    ids = np.random.default_rng(2).permutation(n)
+    whole = pa.table({"id": ids, "dt": ["2024-01-01"] * n, "v": [f"v{i}" for i in ids]}, schema=SCHEMA)
+    chunked = pa.concat_tables([whole.slice(s, 9_999) for s in range(0, n, 9_999)])
+    assert chunked["v"].num_chunks > 1
+    t.write(chunked)
+    back = t.read()
+    assert back.num_rows == n
+    assert back.sort_by("id").equals(whole.sort_by("id"))
