@@ -6,6 +6,7 @@ from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
 from filestore.compact_pick import sorted_runs
 from filestore.errors import (
+    BucketMismatchError,
     CommitConflictError,
     CommitRetriesExhaustedError,
     CorruptFileError,
@@ -34,6 +35,7 @@ from filestore.paths import DEFAULT_PARTITION
 from filestore.write import FileStoreWrite
 
 __all__ = [
+    "BucketMismatchError",
     "CommitConflictError",
     "CommitKind",
     "CommitMessage",

@@ -80,6 +80,18 @@ class InvalidWriteError(FileStoreError):
     """A write is malformed: bad row kinds, rows outside a static overwrite partition, null primary keys..."""
 
 
+class BucketMismatchError(InvalidWriteError):
+    """A write told that all its rows belong to one bucket (`FileStoreWrite(..., bucket=b)`: the caller clustered
+    them by the table's bucket function) was given a row of another bucket; nothing of that write is applied."""
+
+    def __init__(self, table: str, bucket: int, found: int) -> None:
+        super().__init__(f"table {table!r}: a write for bucket {bucket} was given rows of bucket {found}: its rows "
+                         "were not clustered by the table's bucket function")
+        self.table = table
+        self.bucket = bucket
+        self.found = found
+
+
 class TableDroppedError(FileStoreError):
     """The table this handle was loaded from was dropped (and maybe created again under the same name, as another
     table): nothing was written. Load the table again to write to the new one."""

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from filestore.bucket import bucket_of
 from filestore.coerce import conform_table, normalize_keys
-from filestore.errors import InvalidWriteError, SchemaMismatchError
+from filestore.errors import BucketMismatchError, InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
 from filestore.parallel import pool, pool_size, wait_all
@@ -54,6 +54,8 @@ class _Memtable:
 
 _FEW_GROUPS = 16
 _PARALLEL_ROWS = 1 << 18  # an input this large is hashed and grouped in slices on the worker pool
+BUCKET_CHECK_ROWS = 1024
+"""Rows of each input that a write for one given bucket (`FileStoreWrite(..., bucket=b)`) still hashes, to check."""
 
 
 def _groups(codes: np.ndarray) -> list[np.ndarray]:
@@ -96,9 +98,14 @@ def _one_chunk_per_column(data: pa.Table) -> pa.Table:
 
 
 class FileStoreWrite:
-    def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int]) -> None:
+    def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int], *,
+                 bucket: int | None = None) -> None:
+        """`bucket`: every row written belongs to this bucket (the caller clustered the rows by the table's bucket
+        function, e.g. a Spark write task per bucket): rows are not hashed, but the first BUCKET_CHECK_ROWS of each
+        input are, and a row of another bucket fails that write with BucketMismatchError."""
         self.store = store
         self.schema = store.schema
+        self.bucket = bucket
         self._max_seq = max_sequence_numbers
         self._memtables: dict[tuple[Partition, int], _Memtable] = {}
         self._writer = store.data_file_writer()
@@ -156,9 +163,14 @@ class FileStoreWrite:
         return buckets
 
     def _buckets(self, data: pa.Table) -> np.ndarray:
-        """`bucket_of` every row; a large input is hashed in slices on the worker pool (the hashing releases the
-        GIL), with the same result."""
+        """`bucket_of` every row (or the write's one `bucket`, checked on a sample); a large input is hashed in
+        slices on the worker pool (the hashing releases the GIL), with the same result."""
         keys, num_buckets = self.schema.key_columns, self.store.options.bucket
+        if self.bucket is not None:
+            found = bucket_of(data.slice(0, BUCKET_CHECK_ROWS), keys, num_buckets)
+            if (found != self.bucket).any():
+                raise BucketMismatchError(self.store.table_name, self.bucket, int(found[found != self.bucket][0]))
+            return np.full(data.num_rows, self.bucket, dtype=np.int32)
         size = pool_size()
         if size == 1 or data.num_rows < _PARALLEL_ROWS or num_buckets == 1:
             return bucket_of(data, keys, num_buckets)

@@ -27,11 +27,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from filestore import CommitMessage, FileStoreWrite, Overwrite, Partition, bucket_of
+from filestore import BucketMismatchError, CommitMessage, FileStoreWrite, Overwrite, Partition
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
@@ -56,9 +55,7 @@ TASK_BUCKET_OPTION = "__task-bucket"
 bucket p (a table without partition columns whose every bucket has its own task: BucketSlotFunction). The task
 then skips hashing its rows (the JVM twin of the bucket function already did, differential-tested); a sample of
 each chunk is still hashed, and a row of another bucket fails the task (SparkWriteError) rather than landing in
-the wrong bucket. Streaming writes ignore it."""
-TASK_BUCKET_CHECK_ROWS = 1024
-"""Rows of each chunk hashed to check the clustering when the task skips bucketing."""
+the wrong bucket (FileStoreWrite's `bucket=`). Streaming writes ignore it."""
 
 
 class SparkWriteError(TableStoreError):
@@ -146,8 +143,8 @@ class ManagedWriter(DataSourceArrowWriter):
             where = (e.partition, e.bucket)
             committed[where] = max(committed.get(where, -1), e.file.max_sequence_number)
         sequences = _TaskSequences(committed, task * SEQUENCE_STRIDE)
-        writer = (_OneBucketWrite(store, sequences, task, self.ref.identifier)
-                  if self.bucket_per_task and task < store.options.bucket else FileStoreWrite(store, sequences))
+        one_bucket = self.bucket_per_task and task < store.options.bucket
+        writer = FileStoreWrite(store, sequences, bucket=task if one_bucket else None)
         try:
             # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
             pending: list[pa.RecordBatch] = []
@@ -161,6 +158,10 @@ class ManagedWriter(DataSourceArrowWriter):
                     pending, rows = [], 0
             self._apply(writer, pending)
             messages = tuple(writer.prepare_commit())
+        except BucketMismatchError as e:
+            raise SparkWriteError(f"table {self.ref.identifier!r}: write task {task} was given rows of bucket "
+                                  f"{e.found}: Spark's clustering by the table's bucket does not match the file "
+                                  "store's bucket function") from e
         except BaseException:
             # files this task already flushed stay unreferenced: `remove_orphan_files` deletes them
             raise
@@ -221,26 +222,6 @@ class ManagedWriter(DataSourceArrowWriter):
         if store.new_commit(self.commit_user).find_committed(1) is not None:
             return   # the commit published its snapshot before failing: the files are the table's now
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
-
-
-class _OneBucketWrite(FileStoreWrite):
-    """The file store's writer for a task that Spark gave the rows of one bucket (TASK_BUCKET_OPTION): every row's
-    bucket is the task's, checked on a sample of each chunk instead of hashing every row."""
-
-    def __init__(self, store: "FileStore", sequences: dict[tuple[Partition, int], int], bucket: int,
-                 table: str) -> None:
-        super().__init__(store, sequences)
-        self.bucket = bucket
-        self.table = table
-
-    def _buckets(self, data: pa.Table) -> np.ndarray:
-        sample = data.slice(0, TASK_BUCKET_CHECK_ROWS)
-        found = bucket_of(sample, self.schema.key_columns, self.store.options.bucket)
-        if (found != self.bucket).any():
-            raise SparkWriteError(f"table {self.table!r}: write task {self.bucket} was given rows of bucket "
-                                  f"{int(found[found != self.bucket][0])}: Spark's clustering by the table's "
-                                  f"bucket does not match the file store's bucket function")
-        return np.full(data.num_rows, self.bucket, dtype=np.int32)
 
 
 def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:

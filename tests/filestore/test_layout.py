@@ -10,6 +10,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
+import pytest
 
 import catalog
 import tablestore
@@ -309,3 +310,23 @@ def test_a_large_input_in_many_chunks_is_written_as_given(tmp_path: Path) -> Non
     back = t.read()
     assert back.num_rows == n
     assert back.sort_by("id").equals(whole.sort_by("id"))
+
+
+def test_a_write_for_one_bucket_files_its_rows_there_and_refuses_rows_of_another(tmp_path: Path) -> None:
+    """`FileStoreWrite(..., bucket=b)`: the caller clustered the rows by the table's bucket (a Spark write task per
+    bucket), so they are not hashed again; a sample is, and a row of another bucket fails the write."""
+    from filestore import BucketMismatchError, FileStoreWrite, bucket_of
+
+    t = new_table(tmp_path, options={"bucket": "2"}, partition_by=[])
+    store = catalog.Catalog(str(tmp_path)).get_table("db.t").store
+    data = rows(200)
+    buckets = bucket_of(data, ["id", "dt"], 2)
+    ones = data.filter(pa.array(buckets == 1))
+    w = FileStoreWrite(store, {}, bucket=1)
+    assert (w.write(ones) == 1).all()
+    messages = w.prepare_commit()
+    assert [m.bucket for m in messages] == [1]
+    store.new_commit("u").commit(messages, identifier=1)
+    assert sorted(t.read().column("id").to_pylist()) == sorted(ones.column("id").to_pylist())
+    with pytest.raises(BucketMismatchError, match=r"table 'db\.t': a write for bucket 1 was given rows of bucket 0"):
+        FileStoreWrite(store, {}, bucket=1).write(data)
