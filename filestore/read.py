@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore import compact_pick
 from filestore.datafile import read_data_file
 from filestore.errors import SchemaMismatchError
-from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge
+from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
+from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners
 from filestore.meta import DataFileMeta, ValueKind
 from filestore.parallel import pool
 from filestore.scan import Split, check_filter
@@ -113,6 +115,8 @@ class SplitRead:
             files = tuple(sorted(split.files, key=lambda f: f.min_key))
             one_run = Split(split.snapshot_id, split.partition, split.bucket, files)
             merged = self.read_records(one_run, filter, self._row_columns)
+        elif (newest := self._read_newest_wins(split, filter)) is not None:
+            merged = newest
         else:
             merged = self.read_run(split, final=True, filter=filter)
         if not s.has_primary_key:
@@ -120,6 +124,37 @@ class SplitRead:
         if self.filter is not None and not pushed:
             merged = merged.filter(self.filter)
         return merged.select(self.columns).cast(self.output_schema)
+
+    def _read_newest_wins(self, split: Split, filter: pc.Expression | None) -> pa.Table | None:
+        """The merge of a read (final, row columns only) without reading sequence numbers, when they are not needed:
+        a primary-key table with one integer key whose runs have disjoint sequence ranges (an LSM bucket's runs
+        do: a compaction merges the newest runs), so a key's newest record is the one of its newest run
+        (filestore.merge.newest_run_winners). None when that does not apply: the caller merges by sequence number."""
+        s = self.store.schema
+        key = s.key_columns[0] if len(s.key_columns) == 1 else None
+        if key is None or not s.has_primary_key or not stored_as_signed_int(s.arrow_schema.field(key).type):
+            return None
+        runs = _runs_oldest_first(compact_pick.sorted_runs(split.files))
+        if runs is None:
+            return None
+        files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
+        tables = [
+            read_data_file(self.store.io, self.store.data_file_path(split.partition, split.bucket, f.file_name),
+                           self.store.options.file_format, [KIND, *self._row_columns], filter)
+            for f in files
+        ]
+        records = pa.concat_tables(tables)
+        keys = records.column(key)
+        if keys.null_count:
+            return None
+        file_rows = iter([t.num_rows for t in tables])
+        winners = newest_run_winners(
+            signed_int_values(keys.combine_chunks()), [sum(next(file_rows) for _ in run.files) for run in runs],
+            records.column(KIND).to_numpy(), final=True,
+        )
+        if winners is None:
+            return None
+        return records.select(self._row_columns).take(winners)
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         for split in splits:
@@ -145,3 +180,15 @@ def _binds_only(filter: pc.Expression, schema: pa.Schema) -> bool:
     except (pa.ArrowException, TypeError):
         return False
     return True
+
+
+def _runs_oldest_first(runs: Sequence[compact_pick.SortedRun]) -> list[compact_pick.SortedRun] | None:
+    """`runs` ordered by their sequence numbers, oldest first, when every record of a later run is newer than every
+    record of an earlier one (their sequence ranges are disjoint); else None."""
+    def span(run: compact_pick.SortedRun) -> tuple[int, int]:
+        return min(f.min_sequence_number for f in run.files), max(f.max_sequence_number for f in run.files)
+
+    ordered = sorted(runs, key=span)
+    if any(span(a)[1] >= span(b)[0] for a, b in zip(ordered, ordered[1:])):
+        return None
+    return ordered
