@@ -138,23 +138,26 @@ class SplitRead:
         if runs is None:
             return None
         files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
-        tables = [
+        tables = [  # the value kinds only of files with deletes: the others' are all ADD
             read_data_file(self.store.io, self.store.data_file_path(split.partition, split.bucket, f.file_name),
-                           self.store.options.file_format, [KIND, *self._row_columns], filter)
+                           self.store.options.file_format, [KIND] * bool(f.delete_row_count) + self._row_columns,
+                           filter)
             for f in files
         ]
-        records = pa.concat_tables(tables)
+        kinds = [t.column(KIND).to_numpy() if f.delete_row_count else np.zeros(t.num_rows, np.int8)
+                 for f, t in zip(files, tables)]
+        records = pa.concat_tables([t.select(self._row_columns) for t in tables])
         keys = records.column(key)
         if keys.null_count:
             return None
         file_rows = iter([t.num_rows for t in tables])
         winners = newest_run_winners(
             signed_int_values(keys.combine_chunks()), [sum(next(file_rows) for _ in run.files) for run in runs],
-            records.column(KIND).to_numpy(), final=True,
+            np.concatenate(kinds) if kinds else np.zeros(0, np.int8), final=True,
         )
         if winners is None:
             return None
-        return records.select(self._row_columns).take(winners)
+        return records.take(winners)
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         for split in splits:
