@@ -94,6 +94,9 @@ class SplitRead:
             if final and any(f.delete_row_count for f in files):
                 run = run.filter(pc.equal(run.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
             return run
+        by_run_order = self._merge_by_run_order(split, filter, self._file_columns, final=final)
+        if by_run_order is not None:
+            return by_run_order
         records = self.read_records(split, filter)
         return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final)
 
@@ -115,8 +118,8 @@ class SplitRead:
             files = tuple(sorted(split.files, key=lambda f: f.min_key))
             one_run = Split(split.snapshot_id, split.partition, split.bucket, files)
             merged = self.read_records(one_run, filter, self._row_columns)
-        elif (newest := self._read_newest_wins(split, filter)) is not None:
-            merged = newest
+        elif (by_run_order := self._merge_by_run_order(split, filter, self._row_columns, final=True)) is not None:
+            merged = by_run_order  # no sequence numbers read
         else:
             merged = self.read_run(split, final=True, filter=filter)
         if not s.has_primary_key:
@@ -125,10 +128,12 @@ class SplitRead:
             merged = merged.filter(self.filter)
         return merged.select(self.columns).cast(self.output_schema)
 
-    def _read_newest_wins(self, split: Split, filter: pc.Expression | None) -> pa.Table | None:
-        """The merge of a read (final, row columns only) without reading sequence numbers, when they are not needed:
-        a primary-key table with one integer key whose runs have disjoint sequence ranges (an LSM bucket's runs
-        do: a compaction merges the newest runs), so a key's newest record is the one of its newest run
+    def _merge_by_run_order(
+        self, split: Split, filter: pc.Expression | None, columns: Sequence[str], *, final: bool
+    ) -> pa.Table | None:
+        """`columns` of the merge of the split's runs, computed without sequence numbers (a read need not read
+        them): for a primary-key table with one integer key whose runs have disjoint sequence ranges (an LSM
+        bucket's runs do: a compaction merges the newest runs), a key's newest record is the one of its newest run
         (filestore.merge.newest_run_winners). None when that does not apply: the caller merges by sequence number."""
         s = self.store.schema
         key = s.key_columns[0] if len(s.key_columns) == 1 else None
@@ -138,26 +143,24 @@ class SplitRead:
         if runs is None:
             return None
         files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
-        tables = [  # the value kinds only of files with deletes: the others' are all ADD
+        tables = [  # value kinds are read from files with deletes: the others' are all ADD
             read_data_file(self.store.io, self.store.data_file_path(split.partition, split.bucket, f.file_name),
-                           self.store.options.file_format, [KIND] * bool(f.delete_row_count) + self._row_columns,
-                           filter)
+                           self.store.options.file_format,
+                           [KIND] * (bool(f.delete_row_count) and KIND not in columns) + list(columns), filter)
             for f in files
         ]
-        kinds = [t.column(KIND).to_numpy() if f.delete_row_count else np.zeros(t.num_rows, np.int8)
-                 for f, t in zip(files, tables)]
-        records = pa.concat_tables([t.select(self._row_columns) for t in tables])
+        kinds = [t.column(KIND).to_numpy() if KIND in t.column_names else np.zeros(t.num_rows, np.int8)
+                 for t in tables]
+        records = pa.concat_tables([t.select(columns) for t in tables])
         keys = records.column(key)
         if keys.null_count:
             return None
         file_rows = iter([t.num_rows for t in tables])
         winners = newest_run_winners(
             signed_int_values(keys.combine_chunks()), [sum(next(file_rows) for _ in run.files) for run in runs],
-            np.concatenate(kinds) if kinds else np.zeros(0, np.int8), final=True,
+            np.concatenate(kinds), final=final,
         )
-        if winners is None:
-            return None
-        return records.take(winners)
+        return None if winners is None else records.take(winners)
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         for split in splits:

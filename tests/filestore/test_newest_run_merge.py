@@ -1,7 +1,7 @@
 """A read's merge without sequence numbers (filestore.merge.newest_run_winners, used by filestore.read for a
 primary-key table with one integer key whose runs have disjoint sequence ranges) gives exactly what the one merge
 function gives: the same rows in the same (key) order, for random runs with deletes, keys repeated across runs,
-empty runs and a single run; and a read through it equals merging every record."""
+empty runs and a single run; and a read or a compaction's merge through it equals merging every record."""
 from __future__ import annotations
 
 from typing import Any
@@ -120,9 +120,12 @@ def test_a_read_of_several_runs_equals_merging_every_record(
     splits = store.new_scan().plan(store.snapshots.latest(), filter)
     read = store.new_read(filter=filter)
     for split in splits:  # the runs of an LSM bucket have disjoint sequence ranges: the path under test is taken
-        assert len(compact_pick.sorted_runs(split.files)) < 2 or read._read_newest_wins(split, filter) is not None
+        assert len(compact_pick.sorted_runs(split.files)) < 2 or read._merge_by_run_order(split, filter, SCHEMA.names, final=True) is not None
     want = []
     for split in splits:
+        for final in (False, True):  # what compaction writes: system columns included
+            assert read.read_run(split, final=final).equals(
+                merge(read.read_records(split), ["k"], primary_key=True, final=final))
         merged = merge(read.read_records(split), ["k"], primary_key=True, final=True)
         want.append(merged if filter is None else merged.filter(filter))
     expected = pa.concat_tables(want).select(SCHEMA.names).cast(SCHEMA) if want else SCHEMA.empty_table()
