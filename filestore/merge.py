@@ -15,6 +15,8 @@ Rules:
 hold the key. `final=True` (read, full compaction of every run) drops them.
 A non-final merge leaves at most two records per row of a count table (see filestore.countmerge); a final one
 leaves the row's count, dropping zero counts.
+`newest_run_winners` is `merge_primary_key`'s answer for records that are whole runs with disjoint sequence ranges
+(reads and compactions of an LSM bucket), found by run order instead of sequence numbers.
 The output is sorted by key: it is a sorted run. Everything is vectorised (Arrow sort/group_by, numpy), no
 per-row Python.
 """

@@ -4,7 +4,9 @@ Each stage is a small function over Arrow tables; no per-row Python. `read_run` 
 runs, used by reads and by compaction:
 - a primary-key bucket whose files form one sorted run holds each key once, in key order: its files are read and
   concatenated without a merge (a final read only drops its DELETE records, if it has any);
-- otherwise every file is read and the records go through the one merge function (filestore.merge).
+- otherwise every file is read and the records go through the one merge function (filestore.merge), or, for one
+  integer key and runs with disjoint sequence ranges (an LSM bucket's), through its equivalent by run order
+  (`newest_run_winners`: no sequence numbers needed, so a read does not read them).
 A read's filter is handed to the Parquet reader, which skips row groups by their statistics (files are sorted by
 key, so a key range touches few row groups), whenever filtering before the merge cannot change the answer: for a
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
