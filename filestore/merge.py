@@ -15,6 +15,8 @@ Rules:
 hold the key. `final=True` (read, full compaction of every run) drops them.
 A non-final merge leaves at most two records per row of a count table (see filestore.countmerge); a final one
 leaves the row's count, dropping zero counts.
+`newest_run_winners` is `merge_primary_key`'s answer for records that are whole runs with disjoint sequence ranges
+(reads and compactions of an LSM bucket), found by run order instead of sequence numbers.
 The output is sorted by key: it is a sorted run. Everything is vectorised (Arrow sort/group_by, numpy), no
 per-row Python.
 """
@@ -132,6 +134,30 @@ def _integer_key_winners(records: pa.Table, key_columns: Sequence[str]) -> pa.Ar
     sizes = np.diff(np.append(starts, len(order)))
     return pa.array(order[seq == np.repeat(newest, sizes)])  # sequence numbers are unique: one winner per key
 
+
+def newest_run_winners(
+    keys: np.ndarray, run_lengths: Sequence[int], kinds: np.ndarray | None, *, final: bool
+) -> np.ndarray | None:
+    """`merge_primary_key_winners` without sequence numbers, for records concatenated run after run (`run_lengths`
+    records each), every record of a later run newer (a higher sequence number) than every record of an earlier
+    one (the caller checks that on the runs' sequence ranges): `keys` the values of the one integer key column,
+    `kinds` the records' value kinds (None: all ADD). A key's newest record is then its last one in the
+    concatenation, which a stable sort of the keys keeps last among equal keys (few sorted runs are merged by
+    numpy's stable sort in about a linear pass). Indices in key order; None when a run's keys are not strictly
+    increasing (not a sorted run: the caller merges by sequence numbers)."""
+    start = 0
+    for length in run_lengths:
+        run = keys[start:start + length]
+        start += length
+        if length > 1 and not bool(np.all(run[1:] > run[:-1])):
+            return None
+    order = np.argsort(keys, kind="stable")
+    ordered = np.take(keys, order)
+    last = np.ones(len(keys), dtype=bool)  # the last record of each key in key order: its newest
+    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
+    if final and kinds is not None and kinds.any():
+        last &= np.take(kinds, order) == int(ValueKind.ADD)
+    return order if last.all() else order[last]
 
 _FEW_DESCENTS = 1024
 

@@ -4,7 +4,9 @@ Each stage is a small function over Arrow tables; no per-row Python. `read_run` 
 runs, used by reads and by compaction:
 - a primary-key bucket whose files form one sorted run holds each key once, in key order: its files are read and
   concatenated without a merge (a final read only drops its DELETE records, if it has any);
-- otherwise every file is read and the records go through the one merge function (filestore.merge).
+- otherwise every file is read and the records go through the one merge function (filestore.merge), or, for one
+  integer key and runs with disjoint sequence ranges (an LSM bucket's), through its equivalent by run order
+  (`newest_run_winners`: no sequence numbers needed, so a read does not read them).
 A read's filter is handed to the Parquet reader, which skips row groups by their statistics (files are sorted by
 key, so a key range touches few row groups), whenever filtering before the merge cannot change the answer: for a
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
@@ -15,13 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore import compact_pick
 from filestore.datafile import read_data_file
 from filestore.errors import SchemaMismatchError
-from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge
+from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
+from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners
 from filestore.meta import DataFileMeta, ValueKind
 from filestore.parallel import pool
 from filestore.scan import Split, check_filter
@@ -92,6 +96,9 @@ class SplitRead:
             if final and any(f.delete_row_count for f in files):
                 run = run.filter(pc.equal(run.column(KIND), pa.scalar(int(ValueKind.ADD), pa.int8())))
             return run
+        by_run_order = self._merge_by_run_order(split, filter, self._file_columns, final=final)
+        if by_run_order is not None:
+            return by_run_order
         records = self.read_records(split, filter)
         return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final)
 
@@ -113,6 +120,8 @@ class SplitRead:
             files = tuple(sorted(split.files, key=lambda f: f.min_key))
             one_run = Split(split.snapshot_id, split.partition, split.bucket, files)
             merged = self.read_records(one_run, filter, self._row_columns)
+        elif (by_run_order := self._merge_by_run_order(split, filter, self._row_columns, final=True)) is not None:
+            merged = by_run_order  # no sequence numbers read
         else:
             merged = self.read_run(split, final=True, filter=filter)
         if not s.has_primary_key:
@@ -120,6 +129,41 @@ class SplitRead:
         if self.filter is not None and not pushed:
             merged = merged.filter(self.filter)
         return merged.select(self.columns).cast(self.output_schema)
+
+    def _merge_by_run_order(
+        self, split: Split, filter: pc.Expression | None, columns: Sequence[str], *, final: bool
+    ) -> pa.Table | None:
+        """`columns` of the merge of the split's runs, computed without sequence numbers (a read need not read
+        them): for a primary-key table with one integer key whose runs have disjoint sequence ranges (an LSM
+        bucket's runs do: a compaction merges the newest runs), a key's newest record is the one of its newest run
+        (filestore.merge.newest_run_winners). None when that does not apply: the caller merges by sequence number."""
+        s = self.store.schema
+        key = s.key_columns[0] if len(s.key_columns) == 1 else None
+        if key is None or not s.has_primary_key or not stored_as_signed_int(s.arrow_schema.field(key).type):
+            return None
+        runs = _runs_oldest_first(compact_pick.sorted_runs(split.files))
+        if runs is None:
+            return None
+        files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
+        tables = [  # value kinds are read from files with deletes: the others' are all ADD
+            read_data_file(self.store.io, self.store.data_file_path(split.partition, split.bucket, f.file_name),
+                           self.store.options.file_format,
+                           [KIND] * (bool(f.delete_row_count) and KIND not in columns) + list(columns), filter)
+            for f in files
+        ]
+        kinds = [t.column(KIND).to_numpy() if KIND in t.column_names else np.zeros(t.num_rows, np.int8)
+                 for t in tables]
+        records = pa.concat_tables([t.select(columns) for t in tables])
+        keys = records.column(key)
+        if keys.null_count:
+            return None
+        file_rows = iter([t.num_rows for t in tables])
+        winners = newest_run_winners(
+            signed_int_values(keys.combine_chunks()), [sum(next(file_rows) for _ in run.files) for run in runs],
+            np.concatenate(kinds), final=final,
+        )
+        # the winners are indices into `records` by construction: Arrow's bounds check would only cost time
+        return None if winners is None else pc.take(records, pa.array(winners), boundscheck=False)
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         for split in splits:
@@ -145,3 +189,15 @@ def _binds_only(filter: pc.Expression, schema: pa.Schema) -> bool:
     except (pa.ArrowException, TypeError):
         return False
     return True
+
+
+def _runs_oldest_first(runs: Sequence[compact_pick.SortedRun]) -> list[compact_pick.SortedRun] | None:
+    """`runs` ordered by their sequence numbers, oldest first, when every record of a later run is newer than every
+    record of an earlier one (their sequence ranges are disjoint); else None."""
+    def span(run: compact_pick.SortedRun) -> tuple[int, int]:
+        return min(f.min_sequence_number for f in run.files), max(f.max_sequence_number for f in run.files)
+
+    ordered = sorted(runs, key=span)
+    if any(span(a)[1] >= span(b)[0] for a, b in zip(ordered, ordered[1:])):
+        return None
+    return ordered
