@@ -25,9 +25,10 @@ FILE_FORMAT: ConfigOption[str] = ConfigOption(
     "file.format", "enum", "parquet", "Format of the data files.", choices=("parquet", "orc")
 )
 FILE_COMPRESSION: ConfigOption[str] = ConfigOption(
-    "file.compression", "enum", "snappy",
-    "Compression codec of the data files. snappy (the default, as plain Parquet's) writes a bulk insert about a "
-    "quarter faster than zstd and reads as fast; zstd makes files about a third smaller.",
+    "file.compression", "enum", "lz4",
+    "Compression codec of the data files. lz4 (the default; Parquet's LZ4_RAW) makes files as small as snappy (plain "
+    "Parquet's default) and writes as fast, and decompresses in about half the time, which halves the decoding of a "
+    "read or a compaction; zstd makes files about a third smaller and writes a bulk insert about a quarter slower.",
     choices=("zstd", "snappy", "lz4", "gzip", "none"),
 )
 WRITE_BUFFER_SIZE: ConfigOption[int] = ConfigOption(
