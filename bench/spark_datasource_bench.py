@@ -4,9 +4,9 @@
 
 Measures (each the best of --repeat runs, the runs compared interleaved: a b a b, as the machine's load drifts):
 - write: the same DataFrame (read from a Parquet file) written with `format("managed")` into a primary-key table
-  vs `df.write.parquet`, both snappy (target: managed >= 50% of Parquet's rows/s); also the SQL catalog's
-  `INSERT INTO managed.db.ws SELECT ...` (one writer per bucket: Spark clusters the rows by the table's bucket)
-  and `distribute_by_bucket` + the DataFrame write (a Python pass and a shuffle more; `--no-by-bucket` skips it);
+  vs `df.write.parquet`, both lz4 (Parquet's LZ4_RAW; target: managed >= 50% of Parquet's rows/s); also the SQL
+  catalog's `INSERT INTO managed.db.ws SELECT ...` (one writer per bucket: Spark clusters the rows by the table's
+  bucket) and `distribute_by_bucket` + the DataFrame write (a Python pass and a shuffle more; `--no-by-bucket` skips it);
 - read of a compacted table (one sorted run per bucket) -> noop sink vs Spark's Parquet read -> noop (>= 60%);
 - read of a table with 5 sorted runs per bucket (5 writes of overlapping keys, never compacted) (>= 35%).
 Prints a table and writes bench/out/spark_datasource.json. Not a test: figures depend on the machine's load.
@@ -73,8 +73,8 @@ def main() -> None:
     wh = work / "wh"
     spark = tablestore.spark.session(str(wh), master="local[2]", **{
         "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g",
-        # the same codec as the managed table's default (file.compression = snappy)
-        "spark.sql.parquet.compression.codec": "snappy"})
+        # the same codec as the managed table's default (file.compression = lz4, Parquet's LZ4_RAW)
+        "spark.sql.parquet.compression.codec": "lz4_raw"})
     spark.sparkContext.setLogLevel("ERROR")
     cat = tablestore.Catalog(str(wh))
     cat.create_database("db")
