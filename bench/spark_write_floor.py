@@ -9,7 +9,8 @@ it, on the same cached DataFrame as bench/spark_datasource_bench.py, each the be
 - the shuffle alone (`repartition(2, id)` -> noop sink);
 - the shuffle plus the Arrow hand-over to a Python worker that drops the rows (`mapInArrow`), 100k-row batches as
   the managed write uses: what any Python-side writer costs before it writes anything;
-- the shuffle plus Spark's own sort and Parquet write (what a JVM-side writer of sorted runs would cost);
+- the shuffle plus Spark's Parquet write, unsorted (the ceiling of a JVM-side writer: it would still sort);
+- the shuffle plus Spark's own sort and Parquet write (a JVM-side writer that sorts as Spark does);
 - the managed write itself.
 Prints wall and CPU seconds (of every process of the run) and each one's ratio to Parquet's; writes
 bench/out/spark_write_floor.json. Not a test: figures depend on the machine's load.
@@ -73,6 +74,7 @@ def main() -> None:
             shuffle_s=lambda: df.repartition(2, "id").write.format("noop").mode("overwrite").save(),
             shuffle_arrow_to_python_s=lambda: df.repartition(2, "id").mapInArrow(_drop, df.schema)
             .write.format("noop").mode("overwrite").save(),
+            shuffle_parquet_s=lambda: df.repartition(2, "id").write.mode("overwrite").parquet(str(work / "unsorted")),
             shuffle_sort_parquet_s=lambda: df.repartition(2, "id").sortWithinPartitions("id")
             .write.mode("overwrite").parquet(str(work / "sorted")),
             managed_write_s=managed))
@@ -80,8 +82,8 @@ def main() -> None:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     base, base_cpu = results["parquet_write_s"], results["parquet_write_cpu_s"]
-    for key in ("parquet_write_s", "shuffle_s", "shuffle_arrow_to_python_s", "shuffle_sort_parquet_s",
-                "managed_write_s"):
+    for key in ("parquet_write_s", "shuffle_s", "shuffle_arrow_to_python_s", "shuffle_parquet_s",
+                "shuffle_sort_parquet_s", "managed_write_s"):
         cpu = results[key.removesuffix("_s") + "_cpu_s"]
         results[key.removesuffix("_s") + "_ratio"] = base / results[key]
         print(f"{key:28s} {results[key]:6.2f} s  {base / results[key]:6.1%} of Parquet's speed   "
