@@ -67,7 +67,7 @@ class SplitRead:
         tables = [
             read_data_file(
                 self.store.io,
-                self.store.paths.data_file(self.store.schema.partition_keys, split.partition, split.bucket, f.file_name),
+                self.store.data_file_path(split.partition, split.bucket, f.file_name),
                 self.store.options.file_format,
                 names,
                 filter,

@@ -97,6 +97,11 @@ def _one_chunk_per_column(data: pa.Table) -> pa.Table:
     return data
 
 
+def _bytes_per_row(source: pa.Table) -> int:
+    """The memtable's estimate of a row's in-memory size: the source's average plus 9 bytes of system columns."""
+    return max(1, source.nbytes // max(1, source.num_rows)) + 9
+
+
 class FileStoreWrite:
     def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int], *,
                  bucket: int | None = None) -> None:
@@ -180,8 +185,8 @@ class FileStoreWrite:
 
     def _append(self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray) -> None:
         """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at
-        the bound (the in-memory size of a row is estimated from `source`, plus its 9 bytes of system columns)."""
-        bytes_per_row = max(1, source.nbytes // max(1, source.num_rows)) + 9
+        the bound (the in-memory size of a row estimated by `_bytes_per_row`)."""
+        bytes_per_row = _bytes_per_row(source)
         step = max(1, -(-self.store.options.write_buffer_size // bytes_per_row))  # a full slice fills the buffer
         for start in range(0, len(idx), step):
             self._append_slice(where, source, idx[start : start + step], kinds[start : start + step], bytes_per_row)
@@ -258,7 +263,7 @@ class FileStoreWrite:
             return self._records(_Chunk(run.source, run.idx[start:end], run.seq[start:end], run.kinds[start:end]))
 
         schema = self._records(_Chunk(run.source, run.idx[:0], run.seq[:0], run.kinds[:0])).schema
-        bytes_per_row = max(1, run.source.nbytes // max(1, run.source.num_rows)) + 9  # as `_append` estimates
+        bytes_per_row = _bytes_per_row(run.source)
         return self._writer.write_rows(schema, len(run.idx), bytes_per_row * len(run.idx), rows, where[0], where[1],
                                        level=0)
 
