@@ -1,6 +1,7 @@
 """The file store: an LSM tree of data files per partition and bucket, versioned by snapshots and manifests.
 
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
+from filestore.adopt import adopt_data_file
 from filestore.bucket import bucket_of
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
@@ -71,6 +72,7 @@ __all__ = [
     "TableSchema",
     "ValueKind",
     "added_by",
+    "adopt_data_file",
     "bucket_of",
     "compact",
     "delete_added_files",
