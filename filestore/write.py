@@ -60,7 +60,7 @@ BUCKET_CHECK_ROWS = 1024
 
 def _groups(codes: np.ndarray) -> list[np.ndarray]:
     """The row numbers of each distinct code, in ascending code order, each in row order. A few groups (buckets
-    of an unpartitioned table) are found by one comparison each (a large input in slices on the worker pool),
+    of an unpartitioned table) are found by one comparison each (for a large input, the groups on the worker pool),
     more by a stable sort (a radix sort when the codes fit a small integer type). The key sort happens in the
     flush's merge, on the worker pool, per bucket."""
     present = np.flatnonzero(np.bincount(codes)) if codes.max(initial=0) < 1 << 20 else np.unique(codes)
@@ -69,12 +69,7 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     if len(present) <= _FEW_GROUPS:
         if len(codes) < _PARALLEL_ROWS or pool_size() == 1:
             return [np.flatnonzero(codes == code) for code in present]
-        step = -(-len(codes) // pool_size())
-        parts = pool().map(
-            lambda start: [np.flatnonzero(codes[start : start + step] == code) + start for code in present],
-            range(0, len(codes), step),
-        )
-        return [np.concatenate([part[i] for part in parts]) for i in range(len(present))]
+        return pool().map(lambda code: np.flatnonzero(codes == code), present)  # no pieces to concatenate
     narrow = np.int16 if codes.max(initial=0) < 2**15 else np.int64
     order = np.argsort(codes.astype(narrow), kind="stable")
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
@@ -180,8 +175,13 @@ class FileStoreWrite:
         if size == 1 or data.num_rows < _PARALLEL_ROWS or num_buckets == 1:
             return bucket_of(data, keys, num_buckets)
         step = -(-data.num_rows // size)
-        slices = [data.slice(start, step) for start in range(0, data.num_rows, step)]
-        return np.concatenate(list(pool().map(lambda part: bucket_of(part, keys, num_buckets), slices)))
+        out = np.empty(data.num_rows, dtype=np.int32)
+
+        def hash_slice(start: int) -> None:
+            out[start : start + step] = bucket_of(data.slice(start, step), keys, num_buckets)
+
+        pool().map(hash_slice, range(0, data.num_rows, step))
+        return out
 
     def _append(self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray) -> None:
         """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at

@@ -93,16 +93,18 @@ class TableWriter:
         if self._file_writer is not None and overwrite != self._overwrite:
             raise TableStoreError(f"table {name!r}: commit the pending write before writing with another overwrite")
         self._overwrite = overwrite
-        row_kinds = checked_row_kinds(name, arrow)
+        row_kinds: pa.Array | pa.ChunkedArray | None = None  # None: all +I (made only if the log needs them)
+        kinds: np.ndarray | None = None
         if logstore.ROW_KIND_COLUMN in arrow.schema.names:
+            row_kinds = checked_row_kinds(name, arrow)
             arrow = arrow.drop_columns([logstore.ROW_KIND_COLUMN])
-            kinds: np.ndarray | None = value_kinds(row_kinds)
-        else:
-            kinds = None
+            kinds = value_kinds(row_kinds)
         file_writer = self._new_file_writer()
         rows = file_writer.conform(arrow)
         buckets = file_writer.write(rows, kinds, conformed=True)
         if self.target.log is not None and overwrite is None and rows.num_rows:
+            if row_kinds is None:
+                row_kinds = logstore.insert_kinds(rows.num_rows)
             self._producer().write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
 
     def _new_file_writer(self) -> filestore.FileStoreWrite:
