@@ -11,7 +11,8 @@ it, on the same cached DataFrame as bench/spark_datasource_bench.py, each the be
   the managed write uses: what any Python-side writer costs before it writes anything;
 - the shuffle plus Spark's Parquet write, unsorted (the ceiling of a JVM-side writer: it would still sort);
 - the shuffle plus Spark's own sort and Parquet write (a JVM-side writer that sorts as Spark does);
-- the managed write itself.
+- the managed write itself: by the JVM writer (tablestore/spark/jvm_write.py: the default where it applies, as
+  here) and by the Python writer (`jvm-writer=false`).
 Prints wall and CPU seconds (of every process of the run) and each one's ratio to Parquet's; writes
 bench/out/spark_write_floor.json. Not a test: figures depend on the machine's load.
 """
@@ -61,11 +62,11 @@ def main() -> None:
         df.count()
         written = [0]
 
-        def managed() -> None:
+        def managed(jvm: bool = True) -> None:
             written[0] += 1
             name = f"db.w{written[0]}"
             cat.create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "2", "write-only": "true"})
-            df.write.format("managed").mode("append").save(name)
+            df.write.format("managed").option("jvm-writer", str(jvm).lower()).mode("append").save(name)
 
         managed()  # warm-up: the first Python job of a session starts its workers
         results.update(_best(
@@ -77,13 +78,14 @@ def main() -> None:
             shuffle_parquet_s=lambda: df.repartition(2, "id").write.mode("overwrite").parquet(str(work / "unsorted")),
             shuffle_sort_parquet_s=lambda: df.repartition(2, "id").sortWithinPartitions("id")
             .write.mode("overwrite").parquet(str(work / "sorted")),
-            managed_write_s=managed))
+            managed_write_s=managed,
+            managed_python_write_s=lambda: managed(jvm=False)))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     base, base_cpu = results["parquet_write_s"], results["parquet_write_cpu_s"]
     for key in ("parquet_write_s", "shuffle_s", "shuffle_arrow_to_python_s", "shuffle_parquet_s",
-                "shuffle_sort_parquet_s", "managed_write_s"):
+                "shuffle_sort_parquet_s", "managed_write_s", "managed_python_write_s"):
         cpu = results[key.removesuffix("_s") + "_cpu_s"]
         results[key.removesuffix("_s") + "_ratio"] = base / results[key]
         print(f"{key:28s} {results[key]:6.2f} s  {base / results[key]:6.1%} of Parquet's speed   "

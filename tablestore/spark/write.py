@@ -6,6 +6,11 @@ Protocol of one write job:
 2. `write` (one task per input partition, on executors) applies the task's Arrow batches in order to a file-store
    writer whose sequence numbers start at `base + 1 + task * SEQUENCE_STRIDE` per bucket (see below), flushes
    sorted runs, and returns their commit messages (files invisible until 4).
+2'. Where it applies, the tasks are the JVM twin of 2 (tablestore/spark/jvm_write.py: a batch write Spark
+   clusters one bucket per task, of a table with a one-column integer primary key, ...): `__init__` writes the
+   JVM's plan (the base snapshot's sequence numbers per bucket, ...) to the file the write's `__jvm-write-plan`
+   option names; each JVM task returns a JvmTaskCommit naming its files, whose metadata `commit` builds from the
+   files themselves (filestore.adopt_data_file). The write option `jvm-writer=false` keeps 2.
 3. A failed task or job: `abort` deletes the files the finished tasks wrote.
 4. `commit` hands every task's files to a write session (tablestore.writer.TableWriter.commit_prepared, a fresh
    commit user, identifier 1): it produces their changes to the log (unless change-tracking is off or this is an
@@ -35,6 +40,8 @@ from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
+from tablestore.spark.jvm_write import (PLAN_OPTION, JvmTaskCommit, commit_messages, data_file_paths, write_plan,
+                                       write_plan_file)
 from tablestore.writer import TableWriter, WriteTarget
 
 if TYPE_CHECKING:
@@ -119,6 +126,15 @@ class ManagedWriter(DataSourceArrowWriter):
         names = [f.name for f in schema]
         self.has_row_kind = ROW_KIND_COLUMN in names
         self.bucket_per_task = options.get(TASK_BUCKET_OPTION) == "partition" and self._clustered_by_spark()
+        plan_file = options.get(PLAN_OPTION)
+        if plan_file is not None and self._clustered_by_spark():
+            if self.has_row_kind:
+                plan = {"usable": False, "reason": "a changelog (_row_kind) write"}
+            elif not self.bucket_per_task:
+                plan = {"usable": False, "reason": "Spark does not cluster the rows one bucket per task"}
+            else:
+                plan = write_plan(handle.store, base, table, SEQUENCE_STRIDE)
+            write_plan_file(plan_file, plan)
 
     def _clustered_by_spark(self) -> bool:
         """Whether Spark applies the write's distribution (batch writes; ManagedStreamWriter says no)."""
@@ -192,6 +208,9 @@ class ManagedWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
+        jvm = [m for m in messages if isinstance(m, JvmTaskCommit)]
+        if jvm:
+            everything += commit_messages(self.ref.handle().store, jvm)
         # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
         scope: Overwrite = self.scope if self.scope != "filter" else None
         if self.scope == "filter":
@@ -222,6 +241,8 @@ class ManagedWriter(DataSourceArrowWriter):
         if store.new_commit(self.commit_user).find_committed(1) is not None:
             return   # the commit published its snapshot before failing: the files are the table's now
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
+        for path in data_file_paths(store, [m for m in messages if isinstance(m, JvmTaskCommit)]):
+            store.io.delete(path)
 
 
 def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:

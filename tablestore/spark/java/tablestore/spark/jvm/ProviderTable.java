@@ -87,8 +87,8 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         return new ProviderTable(python, newPlanFile(), false);
     }
 
-    /** A new file path for a raw plan (the file is not created). */
-    static synchronized String newPlanFile() {
+    /** A new file path for a raw plan or a JVM write plan (the file is not created). */
+    public static synchronized String newPlanFile() {
         try {
             if (planDir == null) {
                 planDir = java.nio.file.Files.createTempDirectory("tablestore-raw-plan-").toFile();

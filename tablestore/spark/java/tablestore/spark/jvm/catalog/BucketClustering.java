@@ -34,6 +34,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
 import tablestore.spark.jvm.WriteBatches;
+import tablestore.spark.jvm.write.JvmBatchWrite;
 
 /**
  * One writer per bucket (FLIP-188) for the writes Spark plans: the write asks Spark for its rows clustered by the
@@ -158,9 +159,27 @@ public final class BucketClustering {
      * which a streaming write refuses.
      */
     static Write clustered(Write python, Layout layout, String mode, String table) {
+        return clustered(python, layout, mode, table, null, null);
+    }
+
+    /**
+     * {@code python} with the distribution of {@code layout}, its batch written by the JVM writer where the plan
+     * Python writes to {@code planFile} allows ({@link JvmBatchWrite}; null: Python's); {@code input}: the rows.
+     */
+    static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
+                           StructType input) {
         Expression[] clustering = clustering(layout);
         boolean slots = layout.partitionKeys.isEmpty() && clustering.length > 0;
-        return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table);
+        return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table, planFile, input);
+    }
+
+    /**
+     * The JVM write plan file for a write with {@code options} into {@code layout} (added to the Python write's
+     * options as {@link JvmBatchWrite#PLAN_OPTION}), or null: only a write Spark clusters one bucket per task
+     * ({@link #taskPerBucket}) can be the JVM writer's, and the write option {@code jvm-writer=false} turns it off.
+     */
+    static String jvmPlanFile(Layout layout, Map<String, String> options) {
+        return taskPerBucket(layout) ? JvmBatchWrite.planFile(options) : null;
     }
 
     /**
@@ -273,7 +292,12 @@ public final class BucketClustering {
             }
             Map<String, String> with = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
             with.putAll(taskOptions(layout));   // the Python write knows what each task holds
-            return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table);
+            String planFile = jvmPlanFile(layout, with);
+            if (planFile != null) {
+                with.put(JvmBatchWrite.PLAN_OPTION, planFile);
+            }
+            return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table,
+                planFile, info.schema());
         }
     }
 
@@ -284,13 +308,18 @@ public final class BucketClustering {
         private final int tasks;
         private final String mode;
         private final String table;
+        private final String planFile;
+        private final StructType input;
 
-        ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table) {
+        ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table, String planFile,
+                       StructType input) {
             this.python = python;
             this.clustering = clustering;
             this.tasks = tasks;
             this.mode = mode;
             this.table = table;
+            this.planFile = planFile;
+            this.input = input;
         }
 
         @Override
@@ -320,7 +349,8 @@ public final class BucketClustering {
 
         @Override
         public BatchWrite toBatch() {
-            return WriteBatches.of(python.toBatch());   // larger Arrow batches into the Python writer
+            // larger Arrow batches into the Python writer; the JVM writer where it applies
+            return JvmBatchWrite.of(WriteBatches.of(python.toBatch()), planFile, input, table);
         }
 
         @Override

@@ -12,6 +12,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.write.JvmBatchWrite;
 
 /**
  * The overwrite bridge: the Python writer only knows {@code overwrite: bool}, so this builder records Spark's
@@ -66,12 +67,16 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         }
         BucketClustering.Layout layout = table.layout();
         extra.putAll(BucketClustering.taskOptions(layout));
+        String planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
+        if (planFile != null) {
+            extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
+        }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
         WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
             BucketClustering.withOptions(info, options));
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        return BucketClustering.clustered(python.build(), layout, mode, table.name());
+        return BucketClustering.clustered(python.build(), layout, mode, table.name(), planFile, info.schema());
     }
 }

@@ -1,0 +1,138 @@
+"""The JVM twin of a Spark write task's file-store writer: the Python half (its plan, its commit messages).
+
+Why: a write task that hands its rows to Python as Arrow costs, with the shuffle, about half of Spark's own
+Parquet write before the file store writes anything (bench/spark_write_floor.py), so the batch write of a table
+Spark clusters one bucket per task is written in the JVM (tablestore/spark/java/.../write/BucketRunWriter.java)
+where it applies. tablestore/spark/write.py's Python writer stays the reference: the differential test
+(tests/tablestore/test_spark_jvm_write.py) holds the JVM writer to it.
+
+Protocol (tablestore/spark/write.py, step 2'):
+1. The JVM write (JvmBatchWrite.java) adds PLAN_OPTION = a file path to the Python write's options.
+2. ManagedWriter.__init__ (driver) writes there `write_plan(...)`: usable or not (and why), and what the JVM tasks
+   need: bucket directories, each bucket's highest committed sequence number in the job's base snapshot, the
+   sequence stride, compression, write-buffer-size, target-file-size, the columns and the primary key.
+3. Each JVM task writes its bucket's sorted runs and returns a pickled `JvmTaskCommit` (its file names).
+4. ManagedWriter.commit turns them into commit messages (`commit_messages`: each file's metadata built from the
+   file, filestore.adopt_data_file) and commits them with the Python tasks' as always; abort deletes the files.
+The write option SWITCH = false keeps the Python writer (the JVM then asks for no plan).
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from filestore import CommitMessage, adopt_data_file
+
+if TYPE_CHECKING:
+    from filestore import FileStore, Snapshot
+
+PLAN_OPTION = "__jvm-write-plan"
+"""The write option naming the plan file (JvmBatchWrite.PLAN_OPTION, the same constant)."""
+SWITCH = "jvm-writer"
+"""The write option that, set to false, keeps a write the JVM writer could write on the Python writer."""
+JVM_TYPES: dict[pa.DataType, str] = {
+    pa.bool_(): "boolean", pa.int8(): "byte", pa.int16(): "short", pa.int32(): "int", pa.int64(): "long",
+    pa.float32(): "float", pa.float64(): "double", pa.date32(): "date", pa.string(): "string", pa.binary(): "binary",
+}
+"""The column types the JVM writer writes, by their name in the plan (WritePlan.sparkType)."""
+KEY_TYPES = ("byte", "short", "int", "long", "date")
+"""Primary-key types the JVM writer sorts (one column, as a 64-bit integer)."""
+
+
+def unusable_reason(store: "FileStore") -> str | None:
+    """Why the JVM writer cannot write `store`'s table (None: it can)."""
+    schema = store.schema
+    if store.options.file_format != "parquet":
+        return f"file.format is {store.options.file_format}"
+    if schema.partition_keys:
+        return "the table has partition columns"
+    if len(schema.primary_keys) != 1:
+        return "the table's primary key is not one column"
+    from fsspec.implementations.local import LocalFileSystem
+
+    if not isinstance(store.io.fs, LocalFileSystem):
+        return "the warehouse is not on the local file system"
+    for f in schema.arrow_schema:
+        if f.type not in JVM_TYPES:
+            return f"column {f.name!r} is of type {f.type}"
+    if JVM_TYPES[schema.arrow_schema.field(schema.primary_keys[0]).type] not in KEY_TYPES:
+        return "the primary key is not an integer or date column"
+    return None
+
+
+def write_plan(store: "FileStore", base: "Snapshot | None", table: str, stride: int) -> dict[str, Any]:
+    """The plan of a JVM write of `store`'s table on top of snapshot `base` (see the module's protocol)."""
+    reason = unusable_reason(store)
+    if reason is not None:
+        return {"usable": False, "reason": f"table {table!r}: {reason}"}
+    committed = {b: -1 for b in range(store.options.bucket)}
+    if base is not None:
+        for e in store.live_entries(base).values():
+            committed[e.bucket] = max(committed[e.bucket], e.file.max_sequence_number)
+    schema = store.schema
+    return {
+        "usable": True, "table": table,
+        "bucket_dirs": [store.paths.bucket_dir((), (), b) for b in range(store.options.bucket)],
+        "base_sequences": [committed[b] for b in range(store.options.bucket)],
+        "stride": stride,
+        "compression": store.options.file_compression,
+        "write_buffer_size": store.options.write_buffer_size,
+        "target_file_size": store.options.target_file_size,
+        "columns": [{"name": f.name, "type": JVM_TYPES[f.type]} for f in schema.arrow_schema],
+        "key": schema.primary_keys[0],
+    }
+
+
+def write_plan_file(path: str, plan: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(plan, f)
+
+
+@dataclass(frozen=True)
+class JvmTaskCommit(WriterCommitMessage):
+    """What a JVM write task hands the driver (BucketRunWriter.pickle): JSON {task, bucket, rows, files}."""
+
+    payload: str
+
+    @property
+    def content(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.payload)
+        return value
+
+    @property
+    def bucket(self) -> int:
+        return int(self.content["bucket"])
+
+    @property
+    def files(self) -> list[str]:
+        return [str(f) for f in self.content["files"]]
+
+
+def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit]) -> list[CommitMessage]:
+    """The file store's commit messages of the JVM tasks' files: each file's metadata built from the file."""
+    where = [(c.bucket, name) for c in commits for name in c.files]
+    if not where:
+        return []
+
+    def adopt(item: tuple[int, str]) -> Any:
+        bucket, name = item
+        return adopt_data_file(store.io, store.data_file_path((), bucket, name), store.schema, level=0)
+
+    with ThreadPoolExecutor(max_workers=min(4, len(where))) as pool:
+        metas = list(pool.map(adopt, where))
+    out = []
+    for c in commits:
+        files = tuple(m for (bucket, _), m in zip(where, metas) if bucket == c.bucket and m.file_name in c.files)
+        if files:
+            out.append(CommitMessage((), c.bucket, store.options.bucket, added=files))
+    return out
+
+
+def data_file_paths(store: "FileStore", commits: Sequence[JvmTaskCommit]) -> list[str]:
+    """The paths of the JVM tasks' files (an aborted job deletes them)."""
+    return [store.data_file_path((), c.bucket, name) for c in commits for name in c.files]
