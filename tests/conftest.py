@@ -4,12 +4,29 @@ Tests that use `kafka_bootstrap` are marked `@pytest.mark.kafka`."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
+import hang_watchdog
 import pytest
 
 from logstore import broker
 from logstore.errors import BrokerToolMissingError
+
+
+@pytest.fixture(autouse=True)
+def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test still running after `hang_watchdog.watchdog_seconds()` prints every stack it hangs on."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+
+    def report(text: str) -> None:   # to the real stderr: a run ended by pytest-timeout shows no captured output
+        with capture.global_and_fixture_disabled():
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    disarm = hang_watchdog.start(request.node.nodeid, report)
+    yield
+    disarm()
 
 
 @pytest.fixture(scope="session")
