@@ -24,7 +24,7 @@ def watchdog_seconds() -> float:
     return float(os.environ.get("TABLESTORE_TEST_WATCHDOG_S", DEFAULT_S))
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below `pid` (Linux /proc), parents before children."""
     out: list[int] = []
     todo = [pid]
@@ -41,7 +41,7 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _command(pid: int) -> str:
+def command_of(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
@@ -66,8 +66,8 @@ def stacks(test: str) -> str:
         out.write(f"--- this process ({os.getpid()}):\n{f.read()}")
     jstack = shutil.which("jstack") or str(Path(sys.executable).parent / "jstack")
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    for pid in _descendants(os.getpid()):
-        command = _command(pid)
+    for pid in descendants(os.getpid()):
+        command = command_of(pid)
         out.write(f"--- process {pid}: {command[:300]}\n")
         if "java" in command.split(" ")[0]:
             out.write(_run([jstack, str(pid)]))

@@ -44,10 +44,27 @@ REQUIRED_CONF: Mapping[str, str] = {
 }
 
 
+FORK_SAFE_ENV: Mapping[str, str] = {
+    "OPENBLAS_NUM_THREADS": "1",   # numpy's import starts no OpenBLAS thread pool
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",   # pyarrow's import starts no jemalloc thread
+}
+"""PySpark 4.1 only, set in the environment the JVM and its Python workers inherit (an explicit value wins). 4.1's
+Python worker daemon imports the worker module before it forks each worker; with threads started by that import
+(numpy's, pyarrow's) a worker forked while one of them holds a lock can hang before it connects back, and 4.1
+waits for it forever: a job that never ends. PySpark 4.2 imports after the fork and restarts a daemon whose worker
+never connects (SPARK-54711). With these, the import starts no thread. (pyarrow's default pool is mimalloc:
+jemalloc's background thread only returns memory of a pool nobody uses.)"""
+
+
 def _python_env() -> None:
     # Python workers must run this interpreter (the project's venv), not whatever `python3` is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    import pyspark
+
+    if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2):
+        for key, value in FORK_SAFE_ENV.items():
+            os.environ.setdefault(key, value)
 
 
 def session(warehouse: str | None = None, *, master: str | None = None, app_name: str = "tablestore",
