@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from filestore.bucket import bucket_of
 from filestore.coerce import conform_table, normalize_keys
+from filestore.gather import GatherSource
 from filestore.errors import BucketMismatchError, InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
@@ -37,7 +38,7 @@ class _Chunk:
     """Rows appended to a memtable, not yet copied: rows `idx` of `source` with their sequence numbers and kinds.
     The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it)."""
 
-    source: pa.Table
+    source: GatherSource
     idx: np.ndarray
     seq: np.ndarray
     kinds: np.ndarray
@@ -75,26 +76,9 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
 
 
-_COMBINE_MIN_ROWS = 1 << 16
-
-
-def _one_chunk_per_column(data: pa.Table) -> pa.Table:
-    """`data` with every column in one chunk. A flush takes its rows from the source by index, and Arrow's `take`
-    on a column of several chunks concatenates them first: every flush would copy the whole input (fresh memory,
-    so page faults too), once per flush. Combined here once instead, each column on the worker pool."""
-    names = [name for name, column in zip(data.schema.names, data.columns) if column.num_chunks > 1]
-    if not names or data.num_rows < _COMBINE_MIN_ROWS:
-        return data
-    combined = pool().map(lambda name: pa.chunked_array([data.column(name).combine_chunks()]), names)
-    for name, column in zip(names, combined):
-        i = data.schema.get_field_index(name)
-        data = data.set_column(i, data.schema.field(i), column)
-    return data
-
-
-def _bytes_per_row(source: pa.Table) -> int:
+def _bytes_per_row(source: GatherSource) -> int:
     """The memtable's estimate of a row's in-memory size: the source's average plus 9 bytes of system columns."""
-    return max(1, source.nbytes // max(1, source.num_rows)) + 9
+    return max(1, source.table.nbytes // max(1, source.table.num_rows)) + 9
 
 
 class FileStoreWrite:
@@ -135,7 +119,6 @@ class FileStoreWrite:
         result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
         if not conformed:
             data = self.conform(data)
-        data = _one_chunk_per_column(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)
@@ -151,6 +134,7 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
+        source = GatherSource(data)  # every flush takes its rows from it
         for idx in _groups(group_codes):
             first = int(idx[0])
             code = int(group_codes[first])
@@ -159,7 +143,7 @@ class FileStoreWrite:
             for d in dictionaries:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
-            self._append((tuple(partition), bucket), data, idx, kind_arr[idx])
+            self._append((tuple(partition), bucket), source, idx, kind_arr[idx])
         return buckets
 
     def _buckets(self, data: pa.Table) -> np.ndarray:
@@ -183,7 +167,7 @@ class FileStoreWrite:
         pool().map(hash_slice, range(0, data.num_rows, step))
         return out
 
-    def _append(self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray) -> None:
+    def _append(self, where: tuple[Partition, int], source: GatherSource, idx: np.ndarray, kinds: np.ndarray) -> None:
         """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at
         the bound (the in-memory size of a row estimated by `_bytes_per_row`)."""
         bytes_per_row = _bytes_per_row(source)
@@ -192,7 +176,7 @@ class FileStoreWrite:
             self._append_slice(where, source, idx[start : start + step], kinds[start : start + step], bytes_per_row)
 
     def _append_slice(
-        self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray, bytes_per_row: int
+        self, where: tuple[Partition, int], source: GatherSource, idx: np.ndarray, kinds: np.ndarray, bytes_per_row: int
     ) -> None:
         mem = self._memtables.get(where)
         if mem is None:
@@ -208,7 +192,7 @@ class FileStoreWrite:
     def _records(self, chunk: _Chunk) -> pa.Table:
         """A chunk as records: system columns, then its rows taken from the source. The row numbers come from
         `_groups` and the merge (each below the source's length), so `take` skips its bounds check."""
-        rows = pc.take(chunk.source, pa.array(chunk.idx), boundscheck=False)
+        rows = chunk.source.take(chunk.idx)
         system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
@@ -227,7 +211,7 @@ class FileStoreWrite:
             return merge(records, keys, primary_key=self.schema.has_primary_key, final=False)
         (chunk,) = chunks
         key_records = pa.table({SEQ: pa.array(chunk.seq), KIND: pa.array(chunk.kinds, pa.int8()),
-                                **{k: chunk.source.column(k).take(pa.array(chunk.idx)) for k in keys}})
+                                **{k: chunk.source.table.column(k).take(pa.array(chunk.idx)) for k in keys}})
         winners = merge_primary_key_winners(key_records, keys, final=False)
         if winners is None:
             return chunk
@@ -289,5 +273,4 @@ class FileStoreWrite:
                     CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
                 )
                 mem.flushed = []
-        self._writer.release_buffers()
         return messages
