@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from filestore.parallel import pool
 
 _COMBINE_MIN_ROWS = 1 << 16
+_POOL = pa.system_memory_pool()
 
 
 def _view_type(type_: pa.DataType) -> pa.DataType | None:
@@ -39,7 +40,7 @@ class _Views:
 
 
 def _views_of(column: pa.Array, view_type: pa.DataType) -> _Views:
-    array = column.cast(view_type)
+    array = pc.cast(column, view_type, memory_pool=_POOL)
     views = np.frombuffer(array.buffers()[1], dtype=np.uint64).reshape(-1, 2)[array.offset : array.offset + len(array)]
     return _Views(column.type, array, views)
 
@@ -69,7 +70,7 @@ class GatherSource:
 
         def prepare(i: int) -> tuple[pa.ChunkedArray, _Views | None]:
             column = table.column(i)
-            array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks, memory_pool=_POOL)
             view_type = _view_type(array.type)
             return pa.chunked_array([array]), None if view_type is None else _views_of(array, view_type)
 

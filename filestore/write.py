@@ -54,6 +54,7 @@ class _Memtable:
 
 
 _FEW_GROUPS = 16
+_COUNT_BLOCK = 1 << 16
 _PARALLEL_ROWS = 1 << 18  # an input this large is hashed and grouped in slices on the worker pool
 BUCKET_CHECK_ROWS = 1024
 """Rows of each input that a write for one given bucket (`FileStoreWrite(..., bucket=b)`) still hashes, to check."""
@@ -64,7 +65,14 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     of an unpartitioned table) are found by one comparison each (for a large input, the groups on the worker pool),
     more by a stable sort (a radix sort when the codes fit a small integer type). The key sort happens in the
     flush's merge, on the worker pool, per bucket."""
-    present = np.flatnonzero(np.bincount(codes)) if codes.max(initial=0) < 1 << 20 else np.unique(codes)
+    top = int(codes.max(initial=0))
+    if top < 1 << 20:  # counted a block at a time: bincount's copy of its input as int64 stays small
+        counts = np.zeros(top + 1, dtype=np.int64)
+        for start in range(0, len(codes), _COUNT_BLOCK):
+            counts += np.bincount(codes[start : start + _COUNT_BLOCK], minlength=top + 1)
+        present = np.flatnonzero(counts)
+    else:
+        present = np.unique(codes)
     if len(present) == 1:
         return [np.arange(len(codes))]
     if len(present) <= _FEW_GROUPS:
@@ -162,7 +170,7 @@ class FileStoreWrite:
         out = np.empty(data.num_rows, dtype=np.int32)
 
         def hash_slice(start: int) -> None:
-            out[start : start + step] = bucket_of(data.slice(start, step), keys, num_buckets)
+            bucket_of(data.slice(start, step), keys, num_buckets, out=out[start : start + step])
 
         pool().map(hash_slice, range(0, data.num_rows, step))
         return out
