@@ -6,9 +6,10 @@
 - mode "before": the call does nothing, as if the process died just before it;
 - mode "after": the call completes, then the caller sees the crash (the process died right after the IO);
 - mode "torn": half of the bytes reach the disk, then the crash (a torn write). For `open_output` (a data file
-  streamed as it is encoded) the crash comes when the caller closes the stream, after half of what it wrote. For `create_exclusive` the
-  half-written bytes land in a temp sibling, as the local implementation would leave them; the target is never
-  created, because a reader must never see a partial file at the published path.
+  streamed as it is encoded) the caller writes the whole stream, which is then cut to half its length, and the
+  crash comes where the caller's block ends. For `create_exclusive` the half-written bytes land in a temp sibling,
+  as the local implementation would leave them; the target is never created, because a reader must never see a
+  partial file at the published path.
 
 `before_call` lets a test run code just before a given call happens (e.g. another writer committing first).
 Reads are never faulted: a crashed process reads nothing.
