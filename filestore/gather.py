@@ -7,6 +7,10 @@ A large input's string and binary columns are therefore cast once to their view 
 a value, a value of up to 12 bytes held inline, a longer one as a prefix and a reference into the column's own
 data), and a take is a numpy take of those 16-byte views (one miss per value, no call), then a cast back to the
 column's type, from memory that is now in order. The result is the same as Arrow's `take` (a test compares them).
+
+The combined columns and the views (as large as the input) come from the system allocator: Arrow's default pool
+hands a fresh process memory whose first touch zeroes 2 MB huge pages, several times the kernel time of 4 KB pages
+for the same bytes on the machines measured (docs/design.md, "Performance of the file store").
 """
 from __future__ import annotations
 
@@ -72,6 +76,8 @@ class GatherSource:
             column = table.column(i)
             array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks, memory_pool=_POOL)
             view_type = _view_type(array.type)
+            if array.nbytes >= 1 << 31:  # a view addresses its value by a 32-bit offset into one data buffer
+                view_type = None
             return pa.chunked_array([array]), None if view_type is None else _views_of(array, view_type)
 
         for i, (column, views) in zip(work, pool().map(prepare, work)):
