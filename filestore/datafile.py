@@ -157,9 +157,18 @@ def _extreme_candidates(col: pa.ChunkedArray) -> pa.Array:
     parts = [extremes.filter(pc.invert(pc.is_nan(extremes)))]
     if lo.as_py() == 0 or hi.as_py() == 0:
         parts.append(values.filter(pc.equal(values, 0)).combine_chunks())
-    if pc.any(pc.is_nan(values)).as_py():
+    if _has_nan(values):
         parts.append(pa.array([float("nan")], values.type))
     return pa.concat_arrays(parts)
+
+
+def _has_nan(values: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether a float column holds a NaN. Its sum is NaN then (a pass with no array allocated); a NaN sum without
+    a NaN value (+inf and -inf both present) is told apart by the exact test."""
+    total = pc.sum(values).as_py()
+    if total is None or total == total:
+        return False
+    return bool(pc.any(pc.is_nan(values)).as_py())
 
 
 def merge_column_stats(a: Sequence[ColumnStats], b: Sequence[ColumnStats]) -> tuple[ColumnStats, ...]:

@@ -36,12 +36,18 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Chunk:
     """Rows appended to a memtable, not yet copied: rows `idx` of `source` with their sequence numbers and kinds.
-    The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it)."""
+    The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it).
+    `seq`: the rows' sequence numbers, or the first of consecutive ones (an appended chunk's)."""
 
     source: GatherSource
     idx: np.ndarray
-    seq: np.ndarray
+    seq: np.ndarray | int
     kinds: np.ndarray
+
+    def sequence_numbers(self) -> np.ndarray:
+        if isinstance(self.seq, np.ndarray):
+            return self.seq
+        return np.arange(self.seq, self.seq + len(self.idx), dtype=np.int64)
 
 
 @dataclass
@@ -190,9 +196,8 @@ class FileStoreWrite:
         if mem is None:
             mem = self._memtables[where] = _Memtable(next_sequence=self._max_seq.get(where, -1) + 1)
         n = len(idx)
-        seq = np.arange(mem.next_sequence, mem.next_sequence + n, dtype=np.int64)
+        mem.chunks.append(_Chunk(source, idx, mem.next_sequence, kinds))
         mem.next_sequence += n
-        mem.chunks.append(_Chunk(source, idx, seq, kinds))
         mem.nbytes += n * bytes_per_row
         if mem.nbytes >= self.store.options.write_buffer_size:
             self._flush(where, mem)
@@ -201,7 +206,7 @@ class FileStoreWrite:
         """A chunk as records: system columns, then its rows taken from the source. The row numbers come from
         `_groups` and the merge (each below the source's length), so `take` skips its bounds check."""
         rows = chunk.source.take(chunk.idx)
-        system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
+        system: dict[str, pa.Array] = {SEQ: pa.array(chunk.sequence_numbers())}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
         else:
@@ -218,13 +223,19 @@ class FileStoreWrite:
             records = pa.concat_tables([self._records(c) for c in chunks])
             return merge(records, keys, primary_key=self.schema.has_primary_key, final=False)
         (chunk,) = chunks
-        key_records = pa.table({SEQ: pa.array(chunk.seq), KIND: pa.array(chunk.kinds, pa.int8()),
+        seq = chunk.sequence_numbers()
+        key_records = pa.table({SEQ: pa.array(seq), KIND: pa.array(chunk.kinds, pa.int8()),
                                 **{k: chunk.source.table.column(k).take(pa.array(chunk.idx)) for k in keys}})
         winners = merge_primary_key_winners(key_records, keys, final=False)
         if winners is None:
-            return chunk
+            return _Chunk(chunk.source, chunk.idx, seq, chunk.kinds)
         w = winners.to_numpy()
-        return _Chunk(chunk.source, chunk.idx[w], chunk.seq[w], chunk.kinds[w])
+        # the winners' sequence numbers and kinds without a gather where they follow from their positions (each
+        # gather by `w`, a key order, misses the cache at every row)
+        first, kinds = chunk.kinds[:1], chunk.kinds
+        kinds_w = np.full(len(w), first[0], kinds.dtype) if len(w) and (kinds == first[0]).all() else kinds[w]
+        seq_w = w + chunk.seq if isinstance(chunk.seq, int) else seq[w]
+        return _Chunk(chunk.source, chunk.idx[w], seq_w.astype(np.int64, copy=False), kinds_w)
 
     def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
         """Merge and write the memtable as a level-0 run on the shared worker pool (pyarrow releases the GIL, so
@@ -252,9 +263,10 @@ class FileStoreWrite:
         """Write the rows of a chunk (in key order) as a run, taken from the source one row group at a time."""
         def rows(start: int, length: int) -> pa.Table:
             end = start + length
-            return self._records(_Chunk(run.source, run.idx[start:end], run.seq[start:end], run.kinds[start:end]))
+            return self._records(_Chunk(run.source, run.idx[start:end], seq[start:end], run.kinds[start:end]))
 
-        schema = self._records(_Chunk(run.source, run.idx[:0], run.seq[:0], run.kinds[:0])).schema
+        seq = run.sequence_numbers()
+        schema = self._records(_Chunk(run.source, run.idx[:0], seq[:0], run.kinds[:0])).schema
         bytes_per_row = _bytes_per_row(run.source)
         return self._writer.write_rows(schema, len(run.idx), bytes_per_row * len(run.idx), rows, where[0], where[1],
                                        level=0)
