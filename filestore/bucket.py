@@ -33,13 +33,24 @@ def key_hashes(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
     return hash_binary(codec.encode_columns(columns))
 
 
-def bucket_of(table: pa.Table, key_columns: Sequence[str], num_buckets: int) -> np.ndarray:
-    """int32 bucket number of each row of `table`."""
+_BLOCK_ROWS = 1 << 16
+
+
+def bucket_of(table: pa.Table, key_columns: Sequence[str], num_buckets: int, *,
+              out: np.ndarray | None = None) -> np.ndarray:
+    """int32 bucket number of each row of `table` (written into `out` when given, of the table's length). Hashed a
+    block of rows at a time: the hashes and remainders of a block stay in the CPU's cache, and no temporary of
+    the input's length is allocated (fresh memory costs a large write kernel time in page faults)."""
+    if out is None:
+        out = np.empty(table.num_rows, dtype=np.int32)
     if num_buckets == 1 or table.num_rows == 0:
-        return np.zeros(table.num_rows, dtype=np.int32)
-    hashes = key_hashes(table, key_columns)
-    np.remainder(hashes, np.uint64(num_buckets), out=hashes)  # in place: no second array of the input's length
-    return hashes.astype(np.int32)
+        out[:] = 0
+        return out
+    for start in range(0, table.num_rows, _BLOCK_ROWS):
+        hashes = key_hashes(table.slice(start, _BLOCK_ROWS), key_columns)
+        np.remainder(hashes, np.uint64(num_buckets), out=hashes)
+        out[start : start + len(hashes)] = hashes
+    return out
 
 
 def bucket_of_key(values: Sequence[object], types: Sequence[pa.DataType], num_buckets: int) -> int:

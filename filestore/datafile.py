@@ -6,7 +6,6 @@ row columns, sorted by key. Files of one run have disjoint key ranges; a run rol
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -29,13 +28,6 @@ FORMATS = ("parquet", "orc")
 # dictionary rebuilt per group costs more write time than it saves (the codec compresses repeated values anyway).
 ROW_GROUP_ROWS = 65_536
 
-
-# Room for a Parquet file's bytes beyond the table's in-memory size (headers, statistics, footer).
-SERIALIZE_MARGIN = 1 << 20
-# The serialize buffer holds this many times the rows' in-memory size (plus the margin): only the pages written are
-# touched, so the slack costs address space, not memory, and a file of incompressible values larger than its rows
-# in memory (plain-encoded Parquet is a little larger than Arrow) still fits: it is not encoded twice.
-SERIALIZE_SLACK = 2
 
 # Rows [start, start + length) of a sorted run, in run order, as records (see filestore.merge).
 RowsOf = Callable[[int, int], pa.Table]
@@ -60,51 +52,28 @@ def _pieces(rows: RowsOf, start: int, length: int) -> Iterator[pa.Table]:
         yield rows(at, min(ROW_GROUP_ROWS, start + length - at))
 
 
-def _serialize(table: pa.Table, file_format: str, compression: str) -> memoryview:
-    """The bytes of one data file of `table` (see `_serialize_rows`)."""
-    return _serialize_rows(None, table.schema, table.slice, 0, table.num_rows, table.nbytes, file_format,
-                           compression)
-
-
-def _serialize_rows(
-    facts: "_FileFacts | None", schema: pa.Schema, rows: RowsOf, start: int, length: int, nbytes: int,
-    file_format: str, compression: str, buffer: pa.Buffer | None = None,
-) -> memoryview:
-    """The file's bytes, in an Arrow buffer viewed without a copy. The rows are made and encoded one row group at a
-    time (`facts` sees each piece as it passes, then the footer, for the file's metadata), so a run taken from a
-    memtable is
-    never materialised whole: its pieces reuse the same few megabytes. Parquet is written into a buffer of
-    SERIALIZE_SLACK x the rows' in-memory size `nbytes` plus a margin, allocated once (only the pages written are
-    touched): a stream that grows doubles and copies its buffer, touching about twice the file's size of fresh
-    memory, which costs a bulk write more kernel time (page faults) than the encoding's own. A file larger than
-    that buffer is written again into a growing stream (its statistics are observed again, to the same values).
-    `buffer`: one to reuse (a file writer's, already touched), if at least that large."""
-    def observe(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
-        return pieces if facts is None else facts.observe(pieces)
-
+def _write_rows(
+    io: FileIO, path: str, facts: "_FileFacts", schema: pa.Schema, rows: RowsOf, start: int, length: int,
+    file_format: str, compression: str,
+) -> int:
+    """Write rows [start, start + length) of `rows` as the data file at `path`; returns its size. The rows are made
+    and encoded one row group at a time (`facts` sees each piece as it passes, then the footer, for the file's
+    metadata), so a run taken from a memtable is never materialised whole. Parquet is streamed to the file as it
+    is encoded (FileIO.open_output): no buffer of the whole file, whose fresh pages cost a bulk write as much
+    kernel time (page faults, then a copy of cold memory into the page cache) as the encoding itself."""
     if file_format == "parquet":
-        if buffer is None or buffer.size < SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN:
-            buffer = pa.allocate_buffer(SERIALIZE_SLACK * nbytes + SERIALIZE_MARGIN, resizable=True)
-        fixed = pa.FixedSizeBufferWriter(buffer)
-        try:
-            footer = _write_parquet(observe(_pieces(rows, start, length)), schema, fixed, compression)
-        except OSError:  # "write out of bounds": more bytes than the buffer holds
-            pass
-        else:
-            if facts is not None:
-                facts.footer = footer
-            return memoryview(buffer)[: fixed.tell()]
-    sink = pa.BufferOutputStream()
-    if file_format == "parquet":
-        footer = _write_parquet(observe(_pieces(rows, start, length)), schema, sink, compression)
-        if facts is not None:
-            facts.footer = footer
-    elif file_format == "orc":
-        whole = list(observe(iter([rows(start, length)])))
-        orc.write_table(pa.concat_tables(whole) if len(whole) != 1 else whole[0], sink, compression=compression)
-    else:
+        with io.open_output(path) as sink:
+            facts.footer = _write_parquet(facts.observe(_pieces(rows, start, length)), schema, sink, compression)
+            size: int = sink.tell()
+        return size
+    if file_format != "orc":
         raise FileStoreError(f"unknown file format {file_format!r}; valid: {', '.join(FORMATS)}")
-    return memoryview(sink.getvalue())
+    sink = pa.BufferOutputStream()
+    whole = list(facts.observe(iter([rows(start, length)])))
+    orc.write_table(pa.concat_tables(whole) if len(whole) != 1 else whole[0], sink, compression=compression)
+    data = sink.getvalue()
+    io.write_bytes(path, data)
+    return data.size
 
 
 def read_data_file(
@@ -188,9 +157,18 @@ def _extreme_candidates(col: pa.ChunkedArray) -> pa.Array:
     parts = [extremes.filter(pc.invert(pc.is_nan(extremes)))]
     if lo.as_py() == 0 or hi.as_py() == 0:
         parts.append(values.filter(pc.equal(values, 0)).combine_chunks())
-    if pc.any(pc.is_nan(values)).as_py():
+    if _has_nan(values):
         parts.append(pa.array([float("nan")], values.type))
     return pa.concat_arrays(parts)
+
+
+def _has_nan(values: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether a float column holds a NaN. Its sum is NaN then (a pass with no array allocated); a NaN sum without
+    a NaN value (+inf and -inf both present) is told apart by the exact test."""
+    total = pc.sum(values).as_py()
+    if total is None or total == total:
+        return False
+    return bool(pc.any(pc.is_nan(values)).as_py())
 
 
 def merge_column_stats(a: Sequence[ColumnStats], b: Sequence[ColumnStats]) -> tuple[ColumnStats, ...]:
@@ -261,7 +239,7 @@ class _FileFacts:
         self.stats: tuple[ColumnStats, ...] | None = None
 
     def observe(self, pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
-        self._reset()  # a second pass (the file written again into a growing stream) starts over
+        self._reset()
         for piece in pieces:
             if piece.num_rows:
                 self._add(piece)
@@ -281,21 +259,20 @@ class _FileFacts:
         stats = column_stats(piece, self.own_columns)
         self.stats = stats if self.stats is None else merge_column_stats(self.stats, stats)
 
-    def column_stats(self, data: memoryview) -> tuple[ColumnStats, ...]:
-        """Every stats column's statistics, in order; a column the footer lacks is read back from `data`."""
+    def column_stats(self, read_column: Callable[[str], pa.Table]) -> tuple[ColumnStats, ...]:
+        """Every stats column's statistics, in order; a column the footer lacks is read back from the file."""
         found = {s.column: s for s in self.stats or ()}
         for name in self.from_footer:
             stats = _stats_from_footer(self.footer, name, self.types[name])
             if stats is None:
-                (stats,) = column_stats(pq.read_table(pa.BufferReader(data), columns=[name]), [name])
+                (stats,) = column_stats(read_column(name), [name])
             found[name] = stats
         return tuple(found[name] for name in self.stats_columns if name in found)
 
 
 class DataFileWriter:
     """Writes sorted runs of one table. Safe to use from several threads (the flushes of one write run on the
-    worker pool). Each thread's serialize buffer is kept for its next file until `release_buffers`: the pages of
-    a fresh buffer cost kernel time (page faults) on first touch, about as much as the file's encoding."""
+    worker pool)."""
 
     def __init__(
         self,
@@ -320,12 +297,6 @@ class DataFileWriter:
         self.compression = compression
         self.target_file_size = target_file_size
         self._key_codec: KeyCodec | None = None
-        self._buffers: queue.SimpleQueue[pa.Buffer] = queue.SimpleQueue()
-
-    def release_buffers(self) -> None:
-        """Drop the serialize buffers kept for reuse (a write does at the end of its prepare-commit)."""
-        while not self._buffers.empty():
-            self._buffers.get_nowait()
 
     def _codec(self, schema: pa.Schema) -> KeyCodec:
         if self._key_codec is None:
@@ -348,28 +319,19 @@ class DataFileWriter:
         bytes_per_row = max(1, nbytes // num_rows)
         rows_per_file = max(1, self.target_file_size // bytes_per_row)
         return [
-            self._write_file(schema, rows, start, min(rows_per_file, num_rows - start), bytes_per_row, partition,
-                             bucket, level)
+            self._write_file(schema, rows, start, min(rows_per_file, num_rows - start), partition, bucket, level)
             for start in range(0, num_rows, rows_per_file)
         ]
 
     def _write_file(
-        self, schema: pa.Schema, rows: RowsOf, start: int, length: int, bytes_per_row: int, partition: Partition,
-        bucket: int, level: int,
+        self, schema: pa.Schema, rows: RowsOf, start: int, length: int, partition: Partition, bucket: int,
+        level: int,
     ) -> DataFileMeta:
         name = self.paths.new_data_file_name()
         path = self.paths.data_file(self.partition_keys, partition, bucket, name)
         facts = _FileFacts(schema, self.key_columns, self.stats_columns, self.file_format)
-        try:
-            buffer = self._buffers.get_nowait()
-        except queue.Empty:
-            buffer = None
-        data = _serialize_rows(facts, schema, rows, start, length, bytes_per_row * length, self.file_format,
-                               self.compression, buffer)
-        self.io.write_bytes(path, data)  # keeps no reference to `data` (FileIO's contract): its buffer is reused
-        size, stats = len(data), facts.column_stats(data)
-        if isinstance(data.obj, pa.ResizableBuffer):  # the buffer `_serialize_rows` allocated or was given
-            self._buffers.put(data.obj)
+        size = _write_rows(self.io, path, facts, schema, rows, start, length, self.file_format, self.compression)
+        stats = facts.column_stats(lambda column: read_data_file(self.io, path, self.file_format, [column]))
         codec = self._codec(schema)
         assert facts.min_seq is not None and facts.max_seq is not None  # length > 0
         return DataFileMeta(

@@ -6,8 +6,11 @@ Contract (what each call raises):
   `path` already exists. A reader never sees a partial file at `path`. On a local disk the bytes go to a temp
   file which is hard-linked to `path` (link fails if it exists); elsewhere fsspec's exclusive mode ("xb") is used,
   which object stores implement as a conditional put.
-- `write_bytes(path, data)`: for new, uniquely named files only (data files, manifests); may overwrite. Keeps no
-  reference to `data` after it returns (the data file writer reuses the buffer for its next file).
+- `write_bytes(path, data)`: for new, uniquely named files only (manifests, data files); may overwrite.
+- `open_output(path)`: a context manager giving an Arrow output stream to a new, uniquely named file (data files,
+  written as they are encoded); may overwrite. A failure while it is open (an exception in the block, or in the
+  close) leaves a partial file at `path`: the caller names the file in no commit unless the block completed, and
+  orphan removal deletes it.
 - `delete(path)`: missing files are ignored.
 
 Tests inject faults by subclassing `FileIO` (see tests/filestore/faulty_io.py).
@@ -16,10 +19,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Iterator
 
 import fsspec
+import pyarrow as pa
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -97,6 +102,12 @@ class FileIO:
         self.mkdirs(self._parent(path))
         with self.fs.open(path, "wb") as f:
             f.write(data)
+
+    @contextmanager
+    def open_output(self, path: str) -> Iterator[pa.NativeFile]:
+        self.mkdirs(self._parent(path))
+        with self.arrow_fs().open_output_stream(path, compression=None) as f:
+            yield f
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         parent = self._parent(path)

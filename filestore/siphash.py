@@ -100,8 +100,8 @@ def hash_binary(values: pa.BinaryArray) -> np.ndarray:
     out = np.empty(n, dtype=_U)
     step = max(1, _BLOCK_BYTES // (length + 8))
     for start in range(0, n, step):
-        out[start : start + step] = _siphash_words(_fixed_message(matrix[start : start + step], length))
-    return _mix(out)
+        out[start : start + step] = _mix(_siphash_words(_fixed_message(matrix[start : start + step], length)))
+    return out
 
 
 def hash_signed_int_keys(values: np.ndarray) -> np.ndarray:
@@ -126,5 +126,5 @@ def hash_signed_int_keys(values: np.ndarray) -> np.ndarray:
             words[:, 1] = (flipped & _U(0xFF)) | length
         else:
             words = (first | length).reshape(-1, 1)
-        out[start : start + step] = _siphash_words(words)
-    return _mix(out)
+        out[start : start + step] = _mix(_siphash_words(words))  # per block: no temporary of the input's length
+    return out

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from filestore.bucket import bucket_of
 from filestore.coerce import conform_table, normalize_keys
+from filestore.gather import GatherSource
 from filestore.errors import BucketMismatchError, InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
@@ -35,12 +36,18 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Chunk:
     """Rows appended to a memtable, not yet copied: rows `idx` of `source` with their sequence numbers and kinds.
-    The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it)."""
+    The flush takes them from `source` once, after the merge chose the winners (no copy per bucket before it).
+    `seq`: the rows' sequence numbers, or the first of consecutive ones (an appended chunk's)."""
 
-    source: pa.Table
+    source: GatherSource
     idx: np.ndarray
-    seq: np.ndarray
+    seq: np.ndarray | int
     kinds: np.ndarray
+
+    def sequence_numbers(self) -> np.ndarray:
+        if isinstance(self.seq, np.ndarray):
+            return self.seq
+        return np.arange(self.seq, self.seq + len(self.idx), dtype=np.int64)
 
 
 @dataclass
@@ -53,6 +60,7 @@ class _Memtable:
 
 
 _FEW_GROUPS = 16
+_COUNT_BLOCK = 1 << 16
 _PARALLEL_ROWS = 1 << 18  # an input this large is hashed and grouped in slices on the worker pool
 BUCKET_CHECK_ROWS = 1024
 """Rows of each input that a write for one given bucket (`FileStoreWrite(..., bucket=b)`) still hashes, to check."""
@@ -63,7 +71,14 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     of an unpartitioned table) are found by one comparison each (for a large input, the groups on the worker pool),
     more by a stable sort (a radix sort when the codes fit a small integer type). The key sort happens in the
     flush's merge, on the worker pool, per bucket."""
-    present = np.flatnonzero(np.bincount(codes)) if codes.max(initial=0) < 1 << 20 else np.unique(codes)
+    top = int(codes.max(initial=0))
+    if top < 1 << 20:  # counted a block at a time: bincount's copy of its input as int64 stays small
+        counts = np.zeros(top + 1, dtype=np.int64)
+        for start in range(0, len(codes), _COUNT_BLOCK):
+            counts += np.bincount(codes[start : start + _COUNT_BLOCK], minlength=top + 1)
+        present = np.flatnonzero(counts)
+    else:
+        present = np.unique(codes)
     if len(present) == 1:
         return [np.arange(len(codes))]
     if len(present) <= _FEW_GROUPS:
@@ -75,26 +90,9 @@ def _groups(codes: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
 
 
-_COMBINE_MIN_ROWS = 1 << 16
-
-
-def _one_chunk_per_column(data: pa.Table) -> pa.Table:
-    """`data` with every column in one chunk. A flush takes its rows from the source by index, and Arrow's `take`
-    on a column of several chunks concatenates them first: every flush would copy the whole input (fresh memory,
-    so page faults too), once per flush. Combined here once instead, each column on the worker pool."""
-    names = [name for name, column in zip(data.schema.names, data.columns) if column.num_chunks > 1]
-    if not names or data.num_rows < _COMBINE_MIN_ROWS:
-        return data
-    combined = pool().map(lambda name: pa.chunked_array([data.column(name).combine_chunks()]), names)
-    for name, column in zip(names, combined):
-        i = data.schema.get_field_index(name)
-        data = data.set_column(i, data.schema.field(i), column)
-    return data
-
-
-def _bytes_per_row(source: pa.Table) -> int:
+def _bytes_per_row(source: GatherSource) -> int:
     """The memtable's estimate of a row's in-memory size: the source's average plus 9 bytes of system columns."""
-    return max(1, source.nbytes // max(1, source.num_rows)) + 9
+    return max(1, source.table.nbytes // max(1, source.table.num_rows)) + 9
 
 
 class FileStoreWrite:
@@ -135,7 +133,6 @@ class FileStoreWrite:
         result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
         if not conformed:
             data = self.conform(data)
-        data = _one_chunk_per_column(data)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)
@@ -151,6 +148,7 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
+        source = GatherSource(data)  # every flush takes its rows from it
         for idx in _groups(group_codes):
             first = int(idx[0])
             code = int(group_codes[first])
@@ -159,7 +157,7 @@ class FileStoreWrite:
             for d in dictionaries:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
-            self._append((tuple(partition), bucket), data, idx, kind_arr[idx])
+            self._append((tuple(partition), bucket), source, idx, kind_arr[idx])
         return buckets
 
     def _buckets(self, data: pa.Table) -> np.ndarray:
@@ -178,12 +176,12 @@ class FileStoreWrite:
         out = np.empty(data.num_rows, dtype=np.int32)
 
         def hash_slice(start: int) -> None:
-            out[start : start + step] = bucket_of(data.slice(start, step), keys, num_buckets)
+            bucket_of(data.slice(start, step), keys, num_buckets, out=out[start : start + step])
 
         pool().map(hash_slice, range(0, data.num_rows, step))
         return out
 
-    def _append(self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray) -> None:
+    def _append(self, where: tuple[Partition, int], source: GatherSource, idx: np.ndarray, kinds: np.ndarray) -> None:
         """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at
         the bound (the in-memory size of a row estimated by `_bytes_per_row`)."""
         bytes_per_row = _bytes_per_row(source)
@@ -192,15 +190,14 @@ class FileStoreWrite:
             self._append_slice(where, source, idx[start : start + step], kinds[start : start + step], bytes_per_row)
 
     def _append_slice(
-        self, where: tuple[Partition, int], source: pa.Table, idx: np.ndarray, kinds: np.ndarray, bytes_per_row: int
+        self, where: tuple[Partition, int], source: GatherSource, idx: np.ndarray, kinds: np.ndarray, bytes_per_row: int
     ) -> None:
         mem = self._memtables.get(where)
         if mem is None:
             mem = self._memtables[where] = _Memtable(next_sequence=self._max_seq.get(where, -1) + 1)
         n = len(idx)
-        seq = np.arange(mem.next_sequence, mem.next_sequence + n, dtype=np.int64)
+        mem.chunks.append(_Chunk(source, idx, mem.next_sequence, kinds))
         mem.next_sequence += n
-        mem.chunks.append(_Chunk(source, idx, seq, kinds))
         mem.nbytes += n * bytes_per_row
         if mem.nbytes >= self.store.options.write_buffer_size:
             self._flush(where, mem)
@@ -208,8 +205,8 @@ class FileStoreWrite:
     def _records(self, chunk: _Chunk) -> pa.Table:
         """A chunk as records: system columns, then its rows taken from the source. The row numbers come from
         `_groups` and the merge (each below the source's length), so `take` skips its bounds check."""
-        rows = pc.take(chunk.source, pa.array(chunk.idx), boundscheck=False)
-        system: dict[str, pa.Array] = {SEQ: pa.array(chunk.seq)}
+        rows = chunk.source.take(chunk.idx)
+        system: dict[str, pa.Array] = {SEQ: pa.array(chunk.sequence_numbers())}
         if self.schema.has_primary_key:
             system[KIND] = pa.array(chunk.kinds, pa.int8())
         else:
@@ -226,13 +223,19 @@ class FileStoreWrite:
             records = pa.concat_tables([self._records(c) for c in chunks])
             return merge(records, keys, primary_key=self.schema.has_primary_key, final=False)
         (chunk,) = chunks
-        key_records = pa.table({SEQ: pa.array(chunk.seq), KIND: pa.array(chunk.kinds, pa.int8()),
-                                **{k: chunk.source.column(k).take(pa.array(chunk.idx)) for k in keys}})
+        seq = chunk.sequence_numbers()
+        key_records = pa.table({SEQ: pa.array(seq), KIND: pa.array(chunk.kinds, pa.int8()),
+                                **{k: chunk.source.table.column(k).take(pa.array(chunk.idx)) for k in keys}})
         winners = merge_primary_key_winners(key_records, keys, final=False)
         if winners is None:
-            return chunk
+            return _Chunk(chunk.source, chunk.idx, seq, chunk.kinds)
         w = winners.to_numpy()
-        return _Chunk(chunk.source, chunk.idx[w], chunk.seq[w], chunk.kinds[w])
+        # the winners' sequence numbers and kinds without a gather where they follow from their positions (each
+        # gather by `w`, a key order, misses the cache at every row)
+        first, kinds = chunk.kinds[:1], chunk.kinds
+        kinds_w = np.full(len(w), first[0], kinds.dtype) if len(w) and (kinds == first[0]).all() else kinds[w]
+        seq_w = w + chunk.seq if isinstance(chunk.seq, int) else seq[w]
+        return _Chunk(chunk.source, chunk.idx[w], seq_w.astype(np.int64, copy=False), kinds_w)
 
     def _flush(self, where: tuple[Partition, int], mem: _Memtable) -> None:
         """Merge and write the memtable as a level-0 run on the shared worker pool (pyarrow releases the GIL, so
@@ -260,9 +263,10 @@ class FileStoreWrite:
         """Write the rows of a chunk (in key order) as a run, taken from the source one row group at a time."""
         def rows(start: int, length: int) -> pa.Table:
             end = start + length
-            return self._records(_Chunk(run.source, run.idx[start:end], run.seq[start:end], run.kinds[start:end]))
+            return self._records(_Chunk(run.source, run.idx[start:end], seq[start:end], run.kinds[start:end]))
 
-        schema = self._records(_Chunk(run.source, run.idx[:0], run.seq[:0], run.kinds[:0])).schema
+        seq = run.sequence_numbers()
+        schema = self._records(_Chunk(run.source, run.idx[:0], seq[:0], run.kinds[:0])).schema
         bytes_per_row = _bytes_per_row(run.source)
         return self._writer.write_rows(schema, len(run.idx), bytes_per_row * len(run.idx), rows, where[0], where[1],
                                        level=0)
@@ -289,5 +293,4 @@ class FileStoreWrite:
                     CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
                 )
                 mem.flushed = []
-        self._writer.release_buffers()
         return messages

@@ -1,13 +1,15 @@
 """A fault-injecting `FileIO` for crash tests (the file store's one IO seam, filestore.fileio).
 
-`FaultyFileIO` counts every mutating call (`write_bytes`, `create_exclusive`, `replace_hint`, `delete`,
-`delete_dir`) and, when armed, "crashes" at the N-th one by raising `InjectedCrash`:
+`FaultyFileIO` counts every mutating call (`write_bytes`, `open_output`, `create_exclusive`, `replace_hint`,
+`delete`, `delete_dir`) and, when armed, "crashes" at the N-th one by raising `InjectedCrash`:
 
 - mode "before": the call does nothing, as if the process died just before it;
 - mode "after": the call completes, then the caller sees the crash (the process died right after the IO);
-- mode "torn": half of the bytes reach the disk, then the crash (a torn write). For `create_exclusive` the
-  half-written bytes land in a temp sibling, as the local implementation would leave them; the target is never
-  created, because a reader must never see a partial file at the published path.
+- mode "torn": half of the bytes reach the disk, then the crash (a torn write). For `open_output` (a data file
+  streamed as it is encoded) the caller writes the whole stream, which is then cut to half its length, and the
+  crash comes where the caller's block ends. For `create_exclusive` the half-written bytes land in a temp sibling,
+  as the local implementation would leave them; the target is never created, because a reader must never see a
+  partial file at the published path.
 
 `before_call` lets a test run code just before a given call happens (e.g. another writer committing first).
 Reads are never faulted: a crashed process reads nothing.
@@ -16,16 +18,18 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import fsspec
+import pyarrow as pa
 
 from filestore.fileio import FileIO
 
-Op = Literal["write_bytes", "create_exclusive", "replace_hint", "delete", "delete_dir"]
+Op = Literal["write_bytes", "open_output", "create_exclusive", "replace_hint", "delete", "delete_dir"]
 Mode = Literal["before", "after", "torn"]
-MUTATING: tuple[Op, ...] = ("write_bytes", "create_exclusive", "replace_hint", "delete", "delete_dir")
+MUTATING: tuple[Op, ...] = ("write_bytes", "open_output", "create_exclusive", "replace_hint", "delete", "delete_dir")
 
 
 class InjectedCrash(Exception):
@@ -91,6 +95,21 @@ class FaultyFileIO(FileIO):
         elif self.plan.mode == "torn":
             super().write_bytes(path, data[: len(data) // 2])
         raise self._crash("write_bytes", path)
+
+    @contextmanager
+    def open_output(self, path: str) -> Iterator[pa.NativeFile]:
+        if not self._enter("open_output", path):
+            with super().open_output(path) as f:
+                yield f
+            return
+        if self.plan.mode == "before":
+            raise self._crash("open_output", path)
+        with super().open_output(path) as f:
+            yield f
+            written = f.tell()
+        if self.plan.mode == "torn":
+            os.truncate(path, written // 2)  # the local file system: the crash tests' warehouses are local
+        raise self._crash("open_output", path)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         if not self._enter("create_exclusive", path):

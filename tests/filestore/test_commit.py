@@ -366,6 +366,7 @@ def test_crash_at_every_io_step_leaves_the_previous_table_or_the_complete_commit
     steps = dry_plan.calls
     publish = next(i for i, c in enumerate(steps) if c.op == "create_exclusive" and "/snapshot/snapshot-" in c.path)
     assert publish > 0 and len(steps) > publish
+    assert any(c.op == "open_output" and "/bucket-" in c.path for c in steps[:publish])  # data files, streamed
 
     for i, step in enumerate(steps):
         wh = tmp_path / f"crash-{i}"

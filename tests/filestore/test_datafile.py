@@ -97,27 +97,6 @@ def test_decimal_stats() -> None:
     assert column_stats(table, ["d"]) == column_stats_encoding_all(table, ["d"])
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables())
-def test_a_file_larger_than_its_buffer_is_written_whole(table: pa.Table) -> None:
-    """Parquet bytes go into a buffer of twice the table's size plus a margin; when they do not fit (forced here
-    with a buffer of 8 bytes), the file is written again into a growing stream: the same bytes, a whole file."""
-    import pyarrow.parquet as pq
-
-    from filestore import datafile
-
-    normal = bytes(datafile._serialize(table, "parquet", "snappy"))
-    margin, slack = datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK
-    try:
-        datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK = 8, 0
-        overflowed = bytes(datafile._serialize(table, "parquet", "snappy"))
-    finally:
-        datafile.SERIALIZE_MARGIN, datafile.SERIALIZE_SLACK = margin, slack
-    assert overflowed == normal
-    back = pq.read_table(pa.BufferReader(overflowed))
-    assert (back.num_rows, back.schema.names) == (table.num_rows, table.schema.names)
-
-
 @SETTINGS
 @given(tables(), st.integers(0, 30))
 def test_stats_of_two_parts_merged_equal_the_stats_of_the_whole(table: pa.Table, cut: int) -> None:
