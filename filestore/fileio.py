@@ -8,9 +8,9 @@ Contract (what each call raises):
   which object stores implement as a conditional put.
 - `write_bytes(path, data)`: for new, uniquely named files only (manifests, data files); may overwrite.
 - `open_output(path)`: a context manager giving an Arrow output stream to a new, uniquely named file (data files,
-  written as they are encoded); may overwrite. A failure while it is open (an exception in the block, or in the
-  close) leaves a partial file at `path`: the caller names the file in no commit unless the block completed, and
-  orphan removal deletes it.
+  written as they are encoded); may overwrite. An exception in the block or in the close deletes the partial file;
+  a crash while it is open leaves one, which the caller names in no commit (it names a file only once the block
+  completed) and orphan removal deletes.
 - `delete(path)`: missing files are ignored.
 
 Tests inject faults by subclassing `FileIO` (see tests/filestore/faulty_io.py).
@@ -106,8 +106,12 @@ class FileIO:
     @contextmanager
     def open_output(self, path: str) -> Iterator[pa.NativeFile]:
         self.mkdirs(self._parent(path))
-        with self.arrow_fs().open_output_stream(path, compression=None) as f:
-            yield f
+        try:
+            with self.arrow_fs().open_output_stream(path, compression=None) as f:
+                yield f
+        except BaseException:
+            self.delete(path)   # an error, not a crash: leave no partial file behind
+            raise
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         parent = self._parent(path)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
+from pathlib import Path
 
 import fsspec
 import pytest
@@ -196,3 +198,16 @@ def test_string_stats_come_from_the_parquet_footer_or_from_the_file(long_at: int
     finally:
         datafile.ROW_GROUP_ROWS = original
     assert meta.stats == column_stats_encoding_all(run, ["k", "s", "b"])
+
+
+def test_a_data_file_stream_that_fails_leaves_no_partial_file(tmp_path: Path) -> None:
+    io = FileIO(fsspec.filesystem("file"))
+    path = str(tmp_path / "b-0" / "data.parquet")
+    with pytest.raises(RuntimeError, match="encoding failed"):
+        with io.open_output(path) as out:
+            out.write(b"PAR1 half a file")
+            raise RuntimeError("encoding failed")
+    assert not os.path.exists(path)
+    with io.open_output(path) as out:
+        out.write(b"whole")
+    assert Path(path).read_bytes() == b"whole"
