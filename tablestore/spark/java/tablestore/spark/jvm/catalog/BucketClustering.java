@@ -66,12 +66,20 @@ public final class BucketClustering {
         final List<String> bucketKey;
         final List<String> bucketKeyTypes;
         final int buckets;
+        /** The bucket key is the table's primary key, in which every writer refuses a null. */
+        final boolean primaryKey;
 
         public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets) {
+            this(partitionKeys, bucketKey, bucketKeyTypes, buckets, false);
+        }
+
+        public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets,
+                      boolean primaryKey) {
             this.partitionKeys = List.copyOf(partitionKeys);
             this.bucketKey = List.copyOf(bucketKey);
             this.bucketKeyTypes = List.copyOf(bucketKeyTypes);
             this.buckets = buckets;
+            this.primaryKey = primaryKey;
         }
 
         /** The layout in a table's metadata (the catalog service's {@code load_table} answer). */
@@ -82,7 +90,10 @@ public final class BucketClustering {
             meta.path("partition_keys").forEach(n -> partitionKeys.add(n.asText()));
             meta.path("bucket_key").forEach(n -> bucketKey.add(n.asText()));
             meta.path("bucket_key_types").forEach(n -> bucketKeyTypes.add(n.asText()));
-            return new Layout(partitionKeys, bucketKey, bucketKeyTypes, meta.path("bucket").asInt(1));
+            List<String> primaryKey = new ArrayList<>();
+            meta.path("primary_key").forEach(n -> primaryKey.add(n.asText()));
+            return new Layout(partitionKeys, bucketKey, bucketKeyTypes, meta.path("bucket").asInt(1),
+                !primaryKey.isEmpty() && primaryKey.equals(bucketKey));
         }
     }
 
@@ -123,7 +134,7 @@ public final class BucketClustering {
         }
         if (layout.buckets > 1) {
             if (out.isEmpty()) {
-                function = BucketSlotFunction.name(tasks(layout), function);
+                function = BucketSlotFunction.name(tasks(layout), function, layout.primaryKey);
             }
             out.add(Expressions.apply(function,
                 layout.bucketKey.stream().map(Expressions::column).toArray(Expression[]::new)));

@@ -8,6 +8,7 @@ import org.apache.spark.sql.connector.catalog.functions.ScalarFunction;
 import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -28,27 +29,41 @@ import tablestore.spark.jvm.BucketFunction;
 public final class BucketSlotFunction implements UnboundFunction {
     private static final long serialVersionUID = 1L;
     static final String PREFIX = "tablestore_bucket_slot";
+    /**
+     * The prefix of a slot function over a table's primary key, which every writer refuses a null in (the JVM
+     * writer and the Python writer alike): it binds a nullable key column as a non-null one, so that Spark calls
+     * it compiled ({@link BucketFunction.OneColumn}); a null key's row reaches some task, which refuses it.
+     */
+    static final String KEY_PREFIX = "tablestore_bucket_slot_pk";
     private static final int SPARK_HASH_SEED = 42;   // HashPartitioning's Murmur3Hash seed
 
     private final int tasks;
     private final BucketFunction bucket;
+    private final boolean primaryKey;
 
-    BucketSlotFunction(int tasks, BucketFunction bucket) {
+    BucketSlotFunction(int tasks, BucketFunction bucket, boolean primaryKey) {
         this.tasks = tasks;
         this.bucket = bucket;
+        this.primaryKey = primaryKey;
     }
 
     static String name(int tasks, String bucketFunctionName) {
-        return PREFIX + ":" + tasks + ":" + bucketFunctionName;
+        return name(tasks, bucketFunctionName, false);
+    }
+
+    /** The name of the slot function; {@code primaryKey}: the key is the table's primary key ({@link #KEY_PREFIX}). */
+    static String name(int tasks, String bucketFunctionName, boolean primaryKey) {
+        return (primaryKey ? KEY_PREFIX : PREFIX) + ":" + tasks + ":" + bucketFunctionName;
     }
 
     /** The function {@code name} names, or null when it is not a slot function's name. */
     static BucketSlotFunction fromName(String name) {
-        if (!name.startsWith(PREFIX + ":")) {
+        boolean primaryKey = name.startsWith(KEY_PREFIX + ":");
+        if (!primaryKey && !name.startsWith(PREFIX + ":")) {
             return null;
         }
         String[] parts = name.split(":", 3);
-        return new BucketSlotFunction(Integer.parseInt(parts[1]), BucketFunction.fromName(parts[2]));
+        return new BucketSlotFunction(Integer.parseInt(parts[1]), BucketFunction.fromName(parts[2]), primaryKey);
     }
 
     /** The value of each bucket: {@code slots[b]} hashes to task {@code b % tasks}. */
@@ -66,7 +81,15 @@ public final class BucketSlotFunction implements UnboundFunction {
 
     @Override
     public BoundFunction bind(StructType inputType) {
-        BucketFunction.Bound bound = (BucketFunction.Bound) bucket.bind(inputType);
+        StructType key = inputType;
+        if (primaryKey) {
+            StructField[] fields = inputType.fields().clone();
+            for (int i = 0; i < fields.length; i++) {
+                fields[i] = new StructField(fields[i].name(), fields[i].dataType(), false, fields[i].metadata());
+            }
+            key = new StructType(fields);
+        }
+        BucketFunction.Bound bound = (BucketFunction.Bound) bucket.bind(key);
         int[] slots = slots(bucketCount(), tasks);
         return bound instanceof BucketFunction.OneColumn one ? new OneColumn(name(), one, slots)
             : new Bound(name(), bound, slots);
@@ -83,7 +106,7 @@ public final class BucketSlotFunction implements UnboundFunction {
 
     @Override
     public String name() {
-        return name(tasks, bucket.name());
+        return name(tasks, bucket.name(), primaryKey);
     }
 
     /** The bound function: the slot value (int, never null) of a row's bucket. */

@@ -15,6 +15,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.parquet.column.ParquetProperties;
+import org.apache.parquet.column.values.factory.DefaultValuesWriterFactory;
 import org.apache.parquet.hadoop.CodecFactory;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 import org.apache.parquet.schema.MessageType;
@@ -77,6 +78,7 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     private int[] sortedInput;
     private int[] sortedOffsets;
     private int[] sortedSizes;
+    private long touched;   // what touch() read: kept, so that the reads are not optimised away
 
     BucketRunWriter(WritePlan plan, StructType input, int task) {
         if (task >= plan.bucketDirs.length) {
@@ -202,6 +204,7 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
                 if (end == start) {
                     continue;
                 }
+                touch(sortedOffsets[start], sortedOffsets[end - 1] + sortedSizes[end - 1]);
                 KeySort sorted = KeySort.of(sortedKeys, start, end);
                 for (int w : sorted.lastOfEachKey()) {
                     int p = start + sorted.rows[w];
@@ -229,6 +232,19 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
         stored = 0;
         page = 0;
         pos = 0;
+    }
+
+    /**
+     * Reads {@code sortedRows[from, to)} (a key range's rows) in order, a word per cache line: the range then sits
+     * in the CPU's cache when it is written in key order (read straight from memory, every row was a cache miss,
+     * a fifth of the write stage).
+     */
+    private void touch(int from, int to) {
+        long sum = 0;
+        for (long at = Platform.BYTE_ARRAY_OFFSET + from, end = Platform.BYTE_ARRAY_OFFSET + to; at < end; at += 64) {
+            sum += Platform.getByte(sortedRows, at);
+        }
+        touched += sum;
     }
 
     /**
@@ -295,6 +311,9 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
                 .withWriterVersion(ParquetProperties.WriterVersion.PARQUET_1_0)
                 .withPageWriteChecksumEnabled(false)
                 .withSizeStatisticsEnabled(false)
+                // its own values-writer factory: build() hands the factory its properties, and the default one
+                // is shared by every Parquet writer of the JVM (a Spark Parquet write running alongside)
+                .withValuesWriterFactory(new DefaultValuesWriterFactory())
                 .build();
             schema = DataFileOut.schema(plan);
         }
