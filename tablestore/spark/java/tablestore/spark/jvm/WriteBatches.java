@@ -8,7 +8,6 @@ import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
-import org.apache.spark.sql.connector.write.WriterCommitMessage;
 
 /**
  * A Python data source's batch write whose tasks hand Python larger Arrow batches than the session's default.
@@ -22,15 +21,13 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
  * only, before the Python writer starts; a value the user set in the session is kept. Every other call goes to
  * the Python write unchanged.
  */
-public final class WriteBatches implements BatchWrite {
+public final class WriteBatches extends DelegatingBatchWrite {
     /** Rows per Arrow batch of a write task (tablestore.spark.write.WRITE_CHUNK_ROWS gathers 256k). */
     public static final int ROWS = 100_000;
     static final String CONF = "spark.sql.execution.arrow.maxRecordsPerBatch";
 
-    private final BatchWrite python;
-
     private WriteBatches(BatchWrite python) {
-        this.python = python;
+        super(python);
     }
 
     /** {@code python} with larger Arrow batches per write task. */
@@ -41,31 +38,6 @@ public final class WriteBatches implements BatchWrite {
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
         return new Factory(python.createBatchWriterFactory(info));
-    }
-
-    @Override
-    public boolean useCommitCoordinator() {
-        return python.useCommitCoordinator();
-    }
-
-    @Override
-    public void onDataWriterCommit(WriterCommitMessage message) {
-        python.onDataWriterCommit(message);
-    }
-
-    @Override
-    public void commit(WriterCommitMessage[] messages) {
-        python.commit(messages);
-    }
-
-    @Override
-    public void abort(WriterCommitMessage[] messages) {
-        python.abort(messages);
-    }
-
-    @Override
-    public String toString() {
-        return python.toString();
     }
 
     /** Sets the batch size of the task (executor side), then creates the Python writer. */

@@ -66,7 +66,7 @@ public final class BucketClustering {
         final List<String> bucketKey;
         final List<String> bucketKeyTypes;
         final int buckets;
-        /** The bucket key is the table's primary key, in which every writer refuses a null. */
+        /** The bucket key's columns are primary-key columns, in which every writer refuses a null. */
         final boolean primaryKey;
 
         public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets) {
@@ -93,7 +93,12 @@ public final class BucketClustering {
             List<String> primaryKey = new ArrayList<>();
             meta.path("primary_key").forEach(n -> primaryKey.add(n.asText()));
             return new Layout(partitionKeys, bucketKey, bucketKeyTypes, meta.path("bucket").asInt(1),
-                !primaryKey.isEmpty() && primaryKey.equals(bucketKey));
+                inPrimaryKey(bucketKey, primaryKey));
+        }
+
+        /** Whether every column of {@code bucketKey} is one of {@code primaryKey}'s (every writer refuses a null). */
+        static boolean inPrimaryKey(List<String> bucketKey, List<String> primaryKey) {
+            return !primaryKey.isEmpty() && primaryKey.containsAll(bucketKey);
         }
     }
 

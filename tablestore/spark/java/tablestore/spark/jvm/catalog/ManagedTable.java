@@ -102,7 +102,8 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
 
     /** What the table's writes cluster by (one writer per bucket). */
     BucketClustering.Layout layout() {
-        return new BucketClustering.Layout(partitionKeys, bucketKey, bucketKeyTypes, buckets);
+        return new BucketClustering.Layout(partitionKeys, bucketKey, bucketKeyTypes, buckets,
+            BucketClustering.Layout.inPrimaryKey(bucketKey, primaryKey));
     }
 
     @Override

@@ -7,9 +7,10 @@ import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
-import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
+
+import tablestore.spark.jvm.DelegatingBatchWrite;
 
 /**
  * A batch write whose tasks are written by the JVM twin of the file store's writer ({@link BucketRunWriter}) where
@@ -24,20 +25,19 @@ import org.apache.spark.sql.types.StructType;
  * hand Python's commit a pickled {@code JvmTaskCommit}; otherwise Python's factory, as before. Commit and abort are
  * the Python batch write's (one snapshot per job, the files deleted on abort).
  */
-public final class JvmBatchWrite implements BatchWrite {
+public final class JvmBatchWrite extends DelegatingBatchWrite {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(JvmBatchWrite.class);
     /** The option naming the plan file: tablestore/spark/jvm_write.py's PLAN_OPTION. */
     public static final String PLAN_OPTION = "__jvm-write-plan";
     /** The write option turning the JVM writer off ({@code false}): tablestore/spark/jvm_write.py's SWITCH. */
     public static final String SWITCH_OPTION = "jvm-writer";
 
-    private final BatchWrite python;
     private final String planFile;
     private final StructType input;
     private final String table;
 
     private JvmBatchWrite(BatchWrite python, String planFile, StructType input, String table) {
-        this.python = python;
+        super(python);
         this.planFile = planFile;
         this.input = input;
         this.table = table;
@@ -73,31 +73,6 @@ public final class JvmBatchWrite implements BatchWrite {
         }
         LOG.info("table {}: written by Python: {}", table, why);
         return pythons;
-    }
-
-    @Override
-    public boolean useCommitCoordinator() {
-        return python.useCommitCoordinator();
-    }
-
-    @Override
-    public void onDataWriterCommit(WriterCommitMessage message) {
-        python.onDataWriterCommit(message);
-    }
-
-    @Override
-    public void commit(WriterCommitMessage[] messages) {
-        python.commit(messages);
-    }
-
-    @Override
-    public void abort(WriterCommitMessage[] messages) {
-        python.abort(messages);
-    }
-
-    @Override
-    public String toString() {
-        return python.toString();
     }
 
     private static final class Factory implements DataWriterFactory {
