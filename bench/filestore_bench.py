@@ -106,19 +106,25 @@ def generate(out: str, scale: float, seed: int = 8) -> dict[str, Any]:
 
 
 # -- running ---------------------------------------------------------------------------------------
+def peers_env() -> dict[str, str]:
+    """The environment of the peers' venv: without PYTHONPATH, which may name this project (whose packages pip
+    would then check against the peers' and report as conflicts)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def peers_python() -> str:
     py = os.path.join(PEERS_VENV, "bin", "python")
     if not os.path.exists(py):
         print(f"creating {PEERS_VENV} ({', '.join(PEER_PACKAGES)}) ...", flush=True)
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", PEERS_VENV], check=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True, env=peers_env())
     return py
 
 
 def run_system(system: str, phase: str, data: str, log: Any) -> dict[str, Any]:
     py = sys.executable if system in ("tablestore", "parquet") else peers_python()
-    env = dict(os.environ)
+    env = dict(os.environ) if system in ("tablestore", "parquet") else peers_env()
     if system == "tablestore":
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     work = tempfile.mkdtemp(prefix=f"fsbench-{system}-")
