@@ -19,6 +19,7 @@ from logstore import broker
 from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
+from logstore.raw import KafkaRecord, first_record, produce_raw, record_at
 from logstore.reader import LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
@@ -29,6 +30,7 @@ __all__ = [
     "BrokerError",
     "IS_ADDITION",
     "InvalidRowKindError",
+    "KafkaRecord",
     "LogFormatError",
     "LogReader",
     "LogStore",
@@ -43,7 +45,10 @@ __all__ = [
     "addition_mask",
     "broker",
     "check_row_kinds",
+    "first_record",
     "get_format",
     "insert_kinds",
+    "produce_raw",
+    "record_at",
     "row_kinds_of",
 ]

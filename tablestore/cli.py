@@ -188,6 +188,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return EXIT_OK   # not reached: spark-sql replaced this process
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tablestore import cli_ingest
+
+    return cli_ingest.run(args, UsageError)
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from logstore import broker
 
@@ -255,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     given.add_argument("-e", dest="execute", metavar="SQL", help="run these statements and exit")
     given.add_argument("-f", dest="file", metavar="FILE", help="run the statements of this file and exit")
     sql.add_argument("spark_args", nargs=argparse.REMAINDER, help="after --: more spark-sql arguments")
+    from tablestore.cli_ingest import add_arguments as ingest_arguments
+
+    ingest_arguments(command("ingest", cmd_ingest, "keep a table up to date from a database's change stream in "
+                             "Kafka (Debezium, canal, Maxwell or upsert JSON): a Spark streaming job, exactly once"))
     kafka = command("kafka", cmd_kafka, "manage the project's own single-node Kafka broker (127.0.0.1)", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
     return parser

@@ -1,0 +1,98 @@
+"""Records of any topic as they are on the wire (bytes), not a table's log: what a CDC source's first record or a
+failing record says (its schema, its key), for the driver's decisions (create a table from the first record; evolve
+it at the record a decoder stopped at); and `produce_raw`, how the demo, tests and benchmarks play a source
+database's change stream into a topic. Uses the client configurations `logstore.kafka` owns."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from collections.abc import Iterable
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+
+from logstore.errors import LogStoreError
+from logstore.kafka import KafkaAdmin, LogStoreUnavailableError, TopicError, consumer_config, producer_config
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def record_at(properties: Mapping[str, str], topic: str, partition: int, offset: int,
+              timeout_s: float = 30.0) -> KafkaRecord:
+    """The record at `offset` of `topic`'s `partition` (read uncommitted: a CDC topic is not ours)."""
+    found = _read(properties, topic, {partition: offset}, lambda r: r.offset == offset and r.partition == partition,
+                  timeout_s)
+    if found is None:
+        raise LogStoreError(f"topic {topic!r} partition {partition}: no record at offset {offset} within "
+                            f"{timeout_s:.0f} s")
+    return found
+
+
+def first_record(properties: Mapping[str, str], topic: str, *, latest: bool = False,
+                 timeout_s: float = 30.0) -> KafkaRecord | None:
+    """The first record of `topic` with a value (tombstones skipped), from its beginning, or (`latest`) the first
+    one produced after now; None when none arrives within `timeout_s`."""
+    partitions = KafkaAdmin(properties).partitions(topic)
+    if partitions is None:
+        raise TopicError(f"topic {topic!r} does not exist on {properties.get('bootstrap.servers')}")
+    start = {p: OFFSET_END if latest else OFFSET_BEGINNING for p in range(partitions)}
+    return _read(properties, topic, start, lambda r: r.value is not None, timeout_s)
+
+
+def _read(properties: Mapping[str, str], topic: str, start: Mapping[int, int], wanted: Callable[[KafkaRecord], bool],
+          timeout_s: float) -> KafkaRecord | None:
+    consumer = Consumer(consumer_config(properties, read_committed=False))
+    try:
+        consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=500, timeout=0.2):
+                if m.error() is not None:
+                    raise LogStoreError(f"topic {topic!r} partition {m.partition()}: {m.error()}")
+                record = KafkaRecord(topic, int(m.partition() or 0), int(m.offset() or 0), m.key(), m.value())
+                if wanted(record):
+                    return record
+        return None
+    finally:
+        consumer.close()
+
+
+def produce_raw(properties: Mapping[str, str], topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+                *, timeout_s: float = 60.0) -> int:
+    """Produce (key, value) records to `topic` (partition by key, Kafka's default), idempotently, and wait until
+    every one is acknowledged; returns how many. A value of None is a tombstone."""
+    producer = Producer(producer_config(properties, transactional_id=None))
+    count = 0
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None and not failed:
+            failed.append(error)
+
+    try:
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+            if count % 10000 == 0:
+                producer.poll(0)
+        left = producer.flush(timeout_s)
+    except KafkaException as e:
+        raise LogStoreError(f"topic {topic!r} on {properties.get('bootstrap.servers')}: {e}") from None
+    if failed:
+        raise LogStoreError(f"topic {topic!r} on {properties.get('bootstrap.servers')}: {failed[0]}")
+    if left:
+        raise LogStoreUnavailableError(f"topic {topic!r}: {left} records not acknowledged within {timeout_s:.0f} s")
+    return count
