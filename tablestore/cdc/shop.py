@@ -5,7 +5,8 @@ it into a topic and check a managed table against `truth`.
 
 Columns: order_id BIGINT (the key), customer_id INT, status STRING, amount DECIMAL(10,2) (Debezium's precise mode:
 base64 bytes), created_at (io.debezium.time.MicroTimestamp); after `add_coupon()` the source table has a new
-column `coupon` STRING, as after an ALTER TABLE in the source database. Events: inserts (`c`), updates (`u` with
+column `coupon` STRING, as after an ALTER TABLE in the source database; after `widen_customer()` customer_id is a
+BIGINT (declared int64) and new customers' ids no longer fit an INT. Events: inserts (`c`), updates (`u` with
 before and after), deletes (`d`, then a tombstone), and primary-key changes (Debezium's `d` of the old key, its
 tombstone, then `c` of the new key).
 """
@@ -30,9 +31,10 @@ def _field(column: str, type_: str, optional: bool, **extra: Any) -> dict[str, A
     return {"type": type_, "optional": optional, "field": column, **extra}
 
 
-def _value_schema(coupon: bool) -> dict[str, Any]:
+def _value_schema(coupon: bool, wide: bool = False) -> dict[str, Any]:
     columns = [
-        _field("order_id", "int64", False), _field("customer_id", "int32", True), _field("status", "string", True),
+        _field("order_id", "int64", False), _field("customer_id", "int64" if wide else "int32", True),
+        _field("status", "string", True),
         _field("amount", "bytes", True, name="org.apache.kafka.connect.data.Decimal", version=1,
                parameters={"scale": "2", "connect.decimal.precision": "10"}),
         _field("created_at", "int64", True, name="io.debezium.time.MicroTimestamp", version=1),
@@ -70,12 +72,14 @@ class ShopOrders:
     seed: int = 7
     truth: dict[int, Row] = field(default_factory=dict)
     coupon: bool = False
+    wide: bool = False
     made: int = 0
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._next_id = 1
-        self._schemas = {c: orjson.dumps(_value_schema(c)).decode() for c in (False, True)}
+        self._schemas = {(c, w): orjson.dumps(_value_schema(c, w)).decode() for c in (False, True)
+                         for w in (False, True)}
         self._live: list[int] = []
         self._slot: dict[int, int] = {}
 
@@ -83,9 +87,14 @@ class ShopOrders:
         """The source database's ALTER TABLE orders ADD COLUMN coupon: later events carry it."""
         self.coupon = True
 
+    def widen_customer(self) -> None:
+        """The source database's ALTER TABLE orders ALTER customer_id TYPE BIGINT: later events declare int64, and
+        new orders' customers have ids beyond an INT."""
+        self.wide = True
+
     def _row(self, order_id: int) -> Row:
         rng = self._rng
-        row: Row = {"order_id": order_id, "customer_id": rng.randrange(1, 200),
+        row: Row = {"order_id": order_id, "customer_id": rng.randrange(1, 200) + (2**31 if self.wide else 0),
                     "status": rng.choice(("new", "paid", "shipped", "delivered")),
                     "amount": Decimal(rng.randrange(100, 100000)) / 100,
                     "created_at": EPOCH + dt.timedelta(microseconds=rng.randrange(1_600_000_000_000_000,
@@ -109,7 +118,8 @@ class ShopOrders:
         payload = {"before": self._wire(before), "after": self._wire(after),
                    "source": {"connector": "postgresql", "ts_ms": now, "db": "shop", "table": "orders"},
                    "op": op, "ts_ms": now}
-        value = b'{"schema":' + self._schemas[self.coupon].encode() + b',"payload":' + orjson.dumps(payload) + b"}"
+        schema = self._schemas[(self.coupon, self.wide)].encode()
+        value = b'{"schema":' + schema + b',"payload":' + orjson.dumps(payload) + b"}"
         return self.key(key), value
 
     @staticmethod

@@ -1,0 +1,265 @@
+"""`tablestore ingest` and `tablestore.spark.read_cdc` against the project's Kafka broker and real Spark: the table
+ends equal to the source's state (tablestore.cdc.shop's ground truth) and its own log holds each change once,
+through restarts, kill -9 at the commit points, schema changes mid-stream and bad records."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+import logstore
+import tablestore
+from logstore.kafka import KafkaAdmin
+from tablestore.cdc.shop import ShopOrders
+from tablestore.faults import FAULT_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+ROOT = Path(__file__).resolve().parents[3]
+TABLE = "shop.orders"
+
+
+def _topic(bootstrap: str, partitions: int = 2) -> str:
+    name = f"cdc-{uuid.uuid4().hex[:8]}"
+    KafkaAdmin({"bootstrap.servers": bootstrap}).create_topic(name, partitions, None)
+    return name
+
+
+def _produce(bootstrap: str, topic: str, records: Any) -> None:
+    logstore.produce_raw({"bootstrap.servers": bootstrap}, topic, records)
+
+
+def _ingest(warehouse: Path, topic: str, bootstrap: str, *extra: str, fault: str | None = None,
+            marker: Path | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """`tablestore ingest` in a process group of its own; with a fault, kill -9 the group once it stops there."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(FAULT_ENV, None)
+    if fault is not None:
+        env[FAULT_ENV] = f"{fault}:{marker}"
+    cmd = [sys.executable, "-m", "tablestore.cli", "ingest", TABLE, "--topic", topic, "--bootstrap-servers",
+           bootstrap, "--warehouse", str(warehouse), "--master", "local[2]", "--conf",
+           "spark.sql.shuffle.partitions=2", "--progress-every", "60", *extra]
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if marker is not None and marker.exists():
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+                return subprocess.CompletedProcess(cmd, -9, out, err)
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+            time.sleep(0.2)
+        raise AssertionError("tablestore ingest did not finish in time")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def _table(warehouse: Path) -> tablestore.Table:
+    return tablestore.Catalog(str(warehouse)).get_table(TABLE)
+
+
+def _rows(table: tablestore.Table) -> list[dict[str, Any]]:
+    return sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
+
+
+def _log_is_once(table: tablestore.Table, bootstrap: str) -> None:
+    """The table's own log: exactly the records its APPEND snapshots committed (none twice), and replayed by key it
+    is the table."""
+    topic = table.options["log.topic"]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ingest-test", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    count = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(int(table.describe()["bucket"]))])
+        quiet = time.monotonic()
+        while time.monotonic() - quiet < 3:
+            got = [m for m in consumer.consume(num_messages=1000, timeout=0.3) if m.error() is None]
+            if got:
+                quiet = time.monotonic()
+            count += len(got)
+    finally:
+        consumer.close()
+    appended = sum(s.delta_record_count for s in table.snapshots() if s.kind == "APPEND")
+    assert count == appended
+    state: dict[int, dict[str, Any]] = {}
+    for batch in table.read_changes(scan="full", timeout_s=1.0):
+        for r in batch.to_pylist():
+            kind = r.pop("_row_kind")
+            if kind in ("+I", "+U"):
+                state[r["order_id"]] = r
+            else:
+                state.pop(r["order_id"], None)
+    assert sorted(state.values(), key=lambda r: r["order_id"]) == _rows(table)
+
+
+@pytest.mark.timeout(1200)
+def test_ingest_creates_the_table_and_a_restart_continues_exactly_once(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=150, key_change_ratio=0.03)
+    _produce(kafka_bootstrap, topic, shop.events(400))
+    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now",
+                      "--table-option", "bucket=2"))
+    assert "ingested" in out and f"into {TABLE}" in out
+    table = _table(tmp_path / "wh")
+    assert table.primary_key == ["order_id"]
+    assert _rows(table) == shop.expected_rows()
+    assert (Path(table.path) / "checkpoint" / f"ingest-{topic}").is_dir()   # the default checkpoint
+
+    _produce(kafka_bootstrap, topic, shop.events(300))   # the source goes on; a plain restart resumes
+    _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--available-now"))
+    table = _table(tmp_path / "wh")
+    assert _rows(table) == shop.expected_rows()
+    _log_is_once(table, kafka_bootstrap)
+
+
+@pytest.mark.timeout(1200)
+def test_a_job_killed_at_each_commit_point_ends_exactly_once(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=100, key_change_ratio=0.02)
+    _produce(kafka_bootstrap, topic, shop.events(600))
+    warehouse = tmp_path / "wh"
+    common = ("--create", "--available-now", "--max-offsets-per-trigger", "100", "--table-option", "bucket=2")
+    for i, fault in enumerate(("before-snapshot@2", "before-log-commit@2", "after-log-commit@2")):
+        done = _ingest(warehouse, topic, kafka_bootstrap, *common, fault=fault, marker=tmp_path / f"fault-{i}")
+        assert done.returncode == -9, (fault, done.stderr[-3000:])
+    _ok(_ingest(warehouse, topic, kafka_bootstrap, *common))
+    table = _table(warehouse)
+    assert _rows(table) == shop.expected_rows()
+    _log_is_once(table, kafka_bootstrap)
+
+
+@pytest.mark.timeout(1200)
+def test_a_column_added_and_a_type_widened_in_the_source_evolve_the_table(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=100)
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    shop.add_coupon()                       # ALTER TABLE orders ADD COLUMN coupon in the source database
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    shop.widen_customer()                   # ... ALTER COLUMN customer_id TYPE BIGINT
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now"))
+    assert "schema change: add column coupon string" in out
+    assert "schema change: widen column customer_id to int64" in out
+    table = _table(tmp_path / "wh")
+    assert table.schema.names[-1] == "coupon" and str(table.schema.field("customer_id").type) == "int64"
+    assert _rows(table) == shop.expected_rows()
+
+
+@pytest.mark.timeout(900)
+def test_schema_evolution_fail_stops_naming_the_column(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=50)
+    _produce(kafka_bootstrap, topic, shop.events(50))
+    shop.add_coupon()
+    _produce(kafka_bootstrap, topic, shop.events(50))
+    done = _ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now",
+                   "--table-option", "ingest.schema-evolution=fail")
+    assert done.returncode == 2
+    assert "add column coupon string" in done.stderr and "ingest.schema-evolution is 'fail'" in done.stderr
+
+
+@pytest.mark.timeout(900)
+def test_a_bad_record_stops_the_job_naming_its_offset_and_skip_counts_it(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap, partitions=1)
+    shop = ShopOrders(keys=50)
+    _produce(kafka_bootstrap, topic, list(shop.events(30)) + [(ShopOrders.key(9999), b"{not json")] +
+             list(shop.events(30)))
+    table_args = ("--create", "--available-now")
+    done = _ingest(tmp_path / "wh", topic, kafka_bootstrap, *table_args)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"table {TABLE}: bad debezium-json record in topic {topic} partition 0 offset" in done.stderr
+    assert "not a Debezium change event" in done.stderr
+    assert _table(tmp_path / "wh").snapshots() == []   # nothing of the failed micro-batch was committed
+
+    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, *table_args, "--bad-records", "skip"))
+    assert "bad records skipped: 1" in out
+    assert _rows(_table(tmp_path / "wh")) == shop.expected_rows()
+
+
+@pytest.mark.timeout(900)
+def test_sigterm_stops_after_the_batch_in_flight(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=80)
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(FAULT_ENV, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tablestore.cli", "ingest", TABLE, "--topic", topic, "--bootstrap-servers",
+         kafka_bootstrap, "--warehouse", str(tmp_path / "wh"), "--create", "--master", "local[2]",
+         "--progress-every", "1", "--trigger-interval", "500ms"],
+        env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            cat = tablestore.Catalog(str(tmp_path / "wh"))
+            if cat.table_exists(TABLE) and cat.get_table(TABLE).snapshots():
+                break
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.5)
+        _produce(kafka_bootstrap, topic, shop.events(100))
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert "stopping after the micro-batch in flight" in err
+    assert "events (" in out and "ingested" in out   # progress lines, then the summary
+    # whatever was committed is whole: a restart takes the rest, exactly once
+    _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--available-now"))
+    assert _rows(_table(tmp_path / "wh")) == shop.expected_rows()
+
+
+@pytest.mark.timeout(900)
+def test_read_cdc_into_a_managed_stream_write(spark: Any, tmp_path: Path, spark_warehouse: Path,
+                                              kafka_bootstrap: str) -> None:
+    """The Python API: read_cdc + writeStream.format("managed"), an upsert-json topic with tombstones."""
+    import tablestore.spark
+
+    topic = _topic(kafka_bootstrap)
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("cdc", ignore_if_exists=True)
+    import pyarrow as pa
+
+    cat.create_table("cdc.kv", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]), primary_key=["k"],
+                     options={"bucket": "2"})
+    records = [(b'{"k": %d}' % (i % 20), b'{"k": %d, "v": "v%d"}' % (i % 20, i)) for i in range(100)]
+    records += [(b'{"k": %d}' % k, None) for k in range(0, 20, 3)]
+    _produce(kafka_bootstrap, topic, records)
+    changes = tablestore.spark.read_cdc(spark, topic=topic, bootstrap_servers=kafka_bootstrap,
+                                        format="upsert-json", table="cdc.kv")
+    assert changes.columns == ["_row_kind", "k", "v"]
+    query = (changes.writeStream.format("managed").option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start("cdc.kv"))
+    query.awaitTermination(300)
+    expected: dict[int, str] = {}
+    for key, value in records:
+        k = int(key.decode().split(":")[1].strip(" }"))
+        if value is None:
+            expected.pop(k, None)
+        else:
+            expected[k] = value.decode().split('"v": "')[1].rstrip('"}')
+    got = {r["k"]: r["v"] for r in cat.get_table("cdc.kv").read().to_pylist()}
+    assert got == expected
