@@ -147,8 +147,8 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "options": dict(sorted(schema.options.items())),
         "comment": schema.comment,
         "bucket": handle.options.bucket,
-        "bucket_key": list(schema.key_columns),   # the primary key, or the whole row (filestore/bucket.py)
-        "bucket_key_types": [str(schema.arrow_schema.field(k).type) for k in schema.key_columns],
+        "bucket_key": list(schema.bucket_key_columns),   # the primary key, or the whole row (filestore/bucket.py)
+        "bucket_key_types": [str(schema.arrow_schema.field(k).type) for k in schema.bucket_key_columns],
         "snapshot_id": handle.store.snapshots.latest_id(),
         "read_snapshot_id": read_snapshot_id,
     }
