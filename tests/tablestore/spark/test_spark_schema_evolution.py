@@ -98,8 +98,7 @@ def test_refused_changes_are_analysis_errors(spark: Any, db: str) -> None:
     message = error_of(spark, f"ALTER TABLE {t} ALTER COLUMN id TYPE BIGINT")
     assert "cannot change column 'id' from int32 to int64" in message and "primary-key" in message
     assert "bucket hash" in message and "Traceback" not in message and "at tablestore." not in message
-    message = error_of(spark, f"ALTER TABLE {t} ADD COLUMNS (v BIGINT)")
-    assert "cannot add column 'v' of type int64" in message and "int32" in message
+    assert "FIELD_ALREADY_EXISTS" in error_of(spark, f"ALTER TABLE {t} ADD COLUMNS (v BIGINT)")   # Spark's own check
     message = error_of(spark, f"ALTER TABLE {t} ADD COLUMNS (_row_kind STRING)")
     assert "reserved" in message
     message = error_of(spark, f"ALTER TABLE {t} ADD COLUMN w INT FIRST")
