@@ -1,9 +1,9 @@
 """Compaction of one table: pick runs per bucket (compact_pick), read them merged the one way reads do
 (`SplitRead.read_run`: the one merge function, or no merge for a single run), write the result as a run at the output
-level under the newest schema of the table's store and the input files (files of older schemas are rewritten under
-it: filestore.evolution), and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets compact in parallel
-on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with
-CommitConflictError; the data stays correct and compaction simply runs again later."""
+level under the newest schema of the store and its input files (files of older schemas are rewritten under it:
+filestore.evolution), and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets
+compact in parallel on the file store's worker pool. A concurrent overwrite that removed the same files makes that
+commit fail with CommitConflictError; the data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
 import logging

@@ -87,7 +87,7 @@ def read_file(
 ) -> pa.Table:
     """Columns `names` (system columns or columns of `target`) of the data file at `path`, read under `target`
     (module docstring); `filter` keeps only matching rows."""
-    if not layout.affects(names) and (filter is None or layout.pushable(filter)):
+    if layout.plain or (not layout.affects(names) and (filter is None or layout.pushable(filter))):
         return read_data_file(io, path, file_format, names, filter)
     pushed = filter if filter is not None and layout.pushable(filter) else None
     if filter is not None and pushed is None:

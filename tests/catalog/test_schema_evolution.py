@@ -146,8 +146,8 @@ def test_log_format_must_carry_the_new_column(tmp_path: Path) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
     path = Path(cat.root) / "db.db" / "a" / "schema"
     path.mkdir(parents=True)
-    stored = TableSchema(0, schema, ("id",), (), {"log.system": "kafka", "log.format": "debezium-avro", "log.topic": "t",
-                                                   "log.properties.bootstrap.servers": "127.0.0.1:1"})
+    stored = TableSchema(0, schema, ("id",), (), {"log.system": "kafka", "log.format": "debezium-avro",
+                                                   "log.topic": "t", "log.properties.bootstrap.servers": "127.0.0.1:1"})
     (path / "schema-0").write_text(stored.to_json())   # no topic needed: the check happens before any Kafka call
     with pytest.raises(SchemaEvolutionError, match="not supported by the log formats: l"):
         cat.alter_table("db.a", add_columns=[pa.field("l", pa.list_(pa.int64()))])
