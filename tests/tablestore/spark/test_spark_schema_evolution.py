@@ -107,3 +107,39 @@ def test_refused_changes_are_analysis_errors(spark: Any, db: str) -> None:
     assert "must be nullable" in message
     spark.sql(f"INSERT INTO {t} VALUES (1, 'a', 1)")   # nothing was changed by the refusals
     assert rows(spark, f"SELECT * FROM {t}") == [(1, "a", 1)]
+
+
+def test_jvm_writer_writes_the_evolved_schema_or_steps_aside(spark: Any, tmp_path: Path) -> None:
+    """A table the JVM writer writes: after add_column, a write with the new column is the JVM's (files of the new
+    schema); one without it is Python's (nulls in the column); every file reads back."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    wh = tmp_path / "wh"
+    cat = tablestore.Catalog(str(wh))
+    cat.create_database("db")
+    t = cat.create_table("db.j", pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int32())]),
+                         primary_key=["id"], options={"bucket": "2", "write-only": "true"})
+    old = StructType([StructField("id", LongType(), False), StructField("v", IntegerType())])
+    new = StructType([*old.fields, StructField("c", StringType())])
+
+    def write(rows: list[tuple[Any, ...]], schema: StructType) -> list[tuple[str, int]]:
+        spark.createDataFrame(rows, schema).write.format("managed").option("warehouse", str(wh)) \
+            .mode("append").save("db.j")
+        store = cat.get_table("db.j")._store
+        added = store.snapshots.latest().id
+        files = [e for e in store.live_entries(store.snapshots.latest()).values()]
+        paths = {e.file.file_name: store.data_file_path(e.partition, e.bucket, e.file.file_name) for e in files}
+        assert added is not None
+        return sorted((pq.ParquetFile(paths[e.file.file_name]).metadata.created_by.split(" ")[0], e.file.schema_id)
+                      for e in files)
+
+    first = write([(1, 1), (2, 2)], old)
+    assert {c for c, _ in first} == {"parquet-mr"}   # the JVM writer applies to this table
+    t.add_column("c", pa.string())
+    second = write([(2, 20, "x"), (3, 30, "y")], new)
+    assert ("parquet-mr", 1) in second and ("parquet-mr", 0) in second
+    third = write([(4, 40)], old)   # the rows lack column c: the JVM writer steps aside
+    assert len(third) == len(second) + 1 and ("parquet-cpp-arrow", 1) in third
+    assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == [(1, 1, None), (2, 20, "x"), (3, 30, "y"),
+                                                                      (4, 40, None)]
