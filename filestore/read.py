@@ -12,6 +12,9 @@ key, so a key range touches few row groups), whenever filtering before the merge
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
 and for a filter on key and partition columns only (every version of a key is kept or dropped together).
 Splits of one read are read in parallel on the file store's worker pool.
+Every file is opened through `FileStore.read_file`, which reads a file written under another schema under this
+store's (filestore.evolution); a split holding files newer than the store's schema is read by a reader of the newest
+one and projected back onto this reader's columns.
 """
 from __future__ import annotations
 
@@ -179,8 +182,8 @@ class SplitRead:
 
 
 def _concat(tables: Sequence[pa.Table]) -> pa.Table:
-    """The tables one after another; files written under other schemas (or by another writer) may differ in a
-    field's nullability or comment, which the first file's schema then gives way on."""
+    """The tables one after another. Files written under other schemas (or by another writer) may differ in a
+    field's nullability or metadata (a comment): then the fields are unified (nullable where any is)."""
     first = tables[0].schema
     if all(t.schema.equals(first) for t in tables[1:]):
         return pa.concat_tables(tables)
