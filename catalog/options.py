@@ -112,6 +112,17 @@ SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(
     choices=("none", "force", "auto"),
 )
 
+INGEST_SCHEMA_EVOLUTION: ConfigOption[str] = ConfigOption(
+    "ingest.schema-evolution", "enum", "add-columns",
+    "What a CDC ingest job does when its source table's schema changes: `add-columns` adds the source's new columns "
+    "to the table (nullable, at the end; rows written before read them as null) and widens a column whose type "
+    "widened (int8 to int16 to int32 to int64, float32 to float64, a decimal's precision up at the same scale), "
+    "through `Catalog.alter_table`; any other change (a dropped, renamed or narrowed column, a key or partition "
+    "column's type) stops the job with an error naming the column and both types. `fail` stops the job at any "
+    "schema change, with the same error. Read by the ingest job; the table itself accepts `alter_table` either way.",
+    choices=("add-columns", "fail"),
+)
+
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
     "log.system", "enum", None,
     "Log system of the table: `kafka` (a topic per table) or `none` (the file store alone). Default: `kafka` when "
@@ -201,7 +212,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
-    SINK_UPSERT_MATERIALIZE,
+    SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
@@ -213,7 +224,7 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES, COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT,
     COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
-    WRITE_ONLY, CHANGE_TRACKING, SINK_UPSERT_MATERIALIZE, LOG_SCAN, LOG_SCAN_TIMESTAMP,
+    WRITE_ONLY, CHANGE_TRACKING, SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION, LOG_SCAN, LOG_SCAN_TIMESTAMP,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
 )

@@ -14,6 +14,7 @@ from catalog import (
     InvalidIdentifierError,
     InvalidOptionError,
     InvalidTableError,
+    SchemaEvolutionError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "InvalidRowKindError",
     "InvalidTableError",
     "InvalidWriteError",
+    "SchemaEvolutionError",
     "SchemaMismatchError",
     "SequenceConflictError",
     "SnapshotInfo",
