@@ -117,8 +117,9 @@ INGEST_SCHEMA_EVOLUTION: ConfigOption[str] = ConfigOption(
     "What a CDC ingest job does when its source table's schema changes: `add-columns` adds the source's new columns "
     "to the table (nullable, at the end; rows written before read them as null) and widens a column whose type "
     "widened (int8 to int16 to int32 to int64, float32 to float64, a decimal's precision up at the same scale), "
-    "through `Catalog.alter_table`; any other change (a dropped, renamed or narrowed column, a key or partition "
-    "column's type) stops the job with an error naming the column and both types. `fail` stops the job at any "
+    "through `Catalog.alter_table`; a column the source drops is written as null; any other change (a narrowed "
+    "column, a column whose type changes otherwise, a key or partition column's type) stops the job with an error "
+    "naming the column and both types. `fail` stops the job at any "
     "schema change, with the same error. Read by the ingest job; the table itself accepts `alter_table` either way.",
     choices=("add-columns", "fail"),
 )

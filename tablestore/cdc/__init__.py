@@ -8,7 +8,6 @@ from tablestore.cdc.schemas import (
     RecordSchema,
     evolution,
     record_schema,
-    widens,
 )
 
-__all__ = ["FORMATS", "CdcSchemaError", "Evolution", "RecordSchema", "evolution", "record_schema", "widens"]
+__all__ = ["FORMATS", "CdcSchemaError", "Evolution", "RecordSchema", "evolution", "record_schema"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from filestore import widens
 from tablestore.errors import TableStoreError
 
 FORMATS = ("debezium-json", "upsert-json", "canal-json", "maxwell-json")
@@ -201,28 +202,13 @@ def record_schema(format: str, key: bytes | str | None, value: bytes | str | Non
 
 
 # -- evolution ---------------------------------------------------------------------------------------------------
-_INT_ORDER = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
-
-
-def widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """True when every `old` value is a `new` value: an integer to a wider integer, float to double, a decimal to
-    more precision at the same scale."""
-    if old.equals(new):
-        return True
-    if old in _INT_ORDER and new in _INT_ORDER:
-        return _INT_ORDER.index(old) <= _INT_ORDER.index(new)
-    if pa.types.is_float32(old) and pa.types.is_float64(new):
-        return True
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return old.scale == new.scale and old.precision <= new.precision
-    return False
 
 
 def fits(source: pa.DataType, column: pa.DataType) -> bool:
     """True when values of a `source` type are written into a `column` of a table as they are: the same type, a
     narrower one, or a value a string column keeps as text. (Inferred int64 fits any integer column and inferred
     float64 any float or decimal column: the decoder checks each value.)"""
-    if widens(source, column):
+    if source.equals(column) or widens(source, column):
         return True
     if pa.types.is_string(column) or pa.types.is_large_string(column):
         return True
@@ -250,7 +236,8 @@ class Evolution:
 def evolution(table: str, schema: pa.Schema, record: RecordSchema, primary_key: tuple[str, ...] = ()) -> Evolution:
     """How `schema` (the table's) must change to take `record`'s columns; CdcSchemaError naming the column and both
     types when a column's type changes in a way no table can follow (only declared types can widen: an inferred
-    int64 into an int32 column is checked value by value when decoded)."""
+    int64 into an int32 column is checked value by value when decoded). A column the record lacks (dropped in the
+    source) needs no change: it is written as null."""
     add, widen = [], []
     for f in record.fields:
         if f.name not in schema.names:

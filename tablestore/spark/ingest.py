@@ -38,8 +38,10 @@ import pyarrow as pa
 
 import catalog
 import logstore
+from catalog.options import INGEST_SCHEMA_EVOLUTION
+from filestore import widens
 from tablestore.cdc import CdcSchemaError, evolution, record_schema
-from tablestore.cdc.schemas import Evolution, widens
+from tablestore.cdc.schemas import Evolution
 from tablestore.errors import TableStoreError
 from tablestore.spark.cdc import decode_spec, kafka_stream, observed, resolve_table
 from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
     from catalog import CatalogTable
 
 log = logging.getLogger(__name__)
-SCHEMA_EVOLUTION_OPTION = "ingest.schema-evolution"
 
 
 class IngestError(TableStoreError):
@@ -305,11 +306,12 @@ class IngestJob:
             raise IngestError(f"table {handle.identifier!r}: the record at topic {record.topic} partition "
                               f"{record.partition} offset {record.offset} was taken for a schema change ({detail}), "
                               f"but the table already takes its columns")
-        policy = dict(handle.options.raw).get(SCHEMA_EVOLUTION_OPTION, "add-columns")
+        policy = INGEST_SCHEMA_EVOLUTION.parse(dict(handle.options.raw).get(INGEST_SCHEMA_EVOLUTION.key,
+                                                                            INGEST_SCHEMA_EVOLUTION.default))
         if policy == "fail":
             raise IngestError(f"table {handle.identifier!r}: the source's schema changed at topic {record.topic} "
                               f"partition {record.partition} offset {record.offset} ({change.describe()}) and "
-                              f"{SCHEMA_EVOLUTION_OPTION} is 'fail'")
+                              f"{INGEST_SCHEMA_EVOLUTION.key} is 'fail'")
         altered = self._alter(ref, handle, change)
         self.progress.schema_changes.append(change.describe())
         log.info("ingest %s: %s at topic %s partition %s offset %s", handle.identifier, change.describe(),
@@ -334,7 +336,7 @@ def _widen_overflow(handle: "CatalogTable", found: Any, column: str, detail: str
     old = schema.field(column).type
     new = pa.decimal128(38, old.scale) if pa.types.is_decimal(old) else (
         pa.float64() if pa.types.is_floating(old) else pa.int64())
-    if column in handle.schema.primary_keys or not widens(old, new) or old.equals(new):
+    if column in handle.schema.primary_keys or not widens(old, new):
         raise CdcSchemaError(f"table {handle.identifier!r}: {detail}; column {column!r} of type {old} cannot widen "
                              f"to {new}" + (" (a primary-key column's type cannot change)"
                                             if column in handle.schema.primary_keys else ""))
