@@ -19,7 +19,7 @@ from logstore import broker
 from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
-from logstore.raw import KafkaRecord, first_record, produce_raw, record_at
+from logstore.raw import KafkaRecord, edge_records, first_record, produce_raw, record_at
 from logstore.reader import LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
@@ -45,6 +45,7 @@ __all__ = [
     "addition_mask",
     "broker",
     "check_row_kinds",
+    "edge_records",
     "first_record",
     "get_format",
     "insert_kinds",

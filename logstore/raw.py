@@ -96,3 +96,48 @@ def produce_raw(properties: Mapping[str, str], topic: str, records: Iterable[tup
     if left:
         raise LogStoreUnavailableError(f"topic {topic!r}: {left} records not acknowledged within {timeout_s:.0f} s")
     return count
+
+
+def edge_records(properties: Mapping[str, str], topic: str, *, per_end: int = 3,
+                 timeout_s: float = 10.0) -> list[KafkaRecord]:
+    """A sample of `topic` for the schemas it carries: up to `per_end` records with a value at the start and at the
+    end of each partition (the oldest and the newest schema a reader will meet, usually)."""
+    partitions = KafkaAdmin(properties).partitions(topic)
+    if partitions is None:
+        raise TopicError(f"topic {topic!r} does not exist on {properties.get('bootstrap.servers')}")
+    consumer = Consumer(consumer_config(properties, read_committed=False))
+    try:
+        starts = {}
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high <= low:
+                continue
+            starts[p] = {low: min(high, low + per_end), max(low, high - 4 * per_end): high}
+    finally:
+        consumer.close()
+    out: list[KafkaRecord] = []
+    for p, ranges in starts.items():
+        for start, end in ranges.items():
+            out += _range(properties, topic, p, start, end, timeout_s)
+    return [r for r in out if r.value is not None]
+
+
+def _range(properties: Mapping[str, str], topic: str, partition: int, start: int, end: int,
+           timeout_s: float) -> list[KafkaRecord]:
+    consumer = Consumer(consumer_config(properties, read_committed=False))
+    out: list[KafkaRecord] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=100, timeout=0.2):
+                if m.error() is not None:
+                    raise LogStoreError(f"topic {topic!r} partition {partition}: {m.error()}")
+                offset = int(m.offset() or 0)
+                if offset < end:
+                    out.append(KafkaRecord(topic, partition, offset, m.key(), m.value()))
+                if offset >= end - 1:
+                    return out
+        return out
+    finally:
+        consumer.close()

@@ -3,11 +3,16 @@ say about their table's schema. Decoding them happens in Spark (tablestore.spark
 engine-free part: schemas from records and how a table must evolve to take them."""
 from tablestore.cdc.schemas import (
     FORMATS,
+    KnownSchema,
     CdcSchemaError,
     Evolution,
     RecordSchema,
+    Signature,
+    debezium_signature,
     evolution,
+    known_schema,
     record_schema,
 )
 
-__all__ = ["FORMATS", "CdcSchemaError", "Evolution", "RecordSchema", "evolution", "record_schema"]
+__all__ = ["FORMATS", "CdcSchemaError", "Evolution", "KnownSchema", "RecordSchema", "Signature", "debezium_signature",
+           "evolution", "known_schema", "record_schema"]

@@ -57,6 +57,52 @@ TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": "ms", "org.apache.kafka.connect
                    "io.debezium.time.MicroTimestamp": "us", "io.debezium.time.NanoTimestamp": "ns"}
 
 
+Signature = tuple[tuple[str | None, str | None, str | None, bool, str | None], ...]
+"""A Debezium record's row schema as the decoder compares it: (field, type, name, has parameters, parameters.scale)
+per column."""
+
+
+def debezium_signature(value: bytes | str | None) -> Signature | None:
+    """The signature of a Debezium record with the Connect wrapper (None without one): its first `before`/`after`
+    struct's fields, as tablestore/spark/cdc_formats.py reads them in Spark."""
+    v = _json(value)
+    if not isinstance(v, dict) or not isinstance(v.get("schema"), dict) or "payload" not in v:
+        return None
+    for f in v["schema"].get("fields") or []:
+        if isinstance(f, dict) and f.get("field") in ("after", "before") and isinstance(f.get("fields"), list):
+            return tuple((c.get("field"), c.get("type"), c.get("name"), isinstance(c.get("parameters"), dict),
+                          _text((c.get("parameters") or {}).get("scale"))) for c in f["fields"] if isinstance(c, dict))
+    return None
+
+
+PAYLOAD_MARK = ',"payload":'
+"""What follows a Kafka Connect JSON record's schema: `{"schema":{...},"payload":{...}}`."""
+
+
+@dataclass(frozen=True)
+class KnownSchema:
+    """A Debezium record schema a table takes as it is: its signature and (when the record starts with its schema,
+    as Kafka Connect's JsonConverter writes it) its text up to `,"payload":`, which records of the same schema
+    repeat byte for byte."""
+
+    signature: Signature
+    head: str | None
+
+
+def known_schema(value: bytes | str | None) -> KnownSchema | None:
+    """The KnownSchema of a Debezium record with the Connect wrapper; None without one."""
+    signature = debezium_signature(value)
+    if signature is None or value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else value
+    head = text.split(PAYLOAD_MARK, 1)[0] if text.startswith('{"schema":') and PAYLOAD_MARK in text else None
+    return KnownSchema(signature, head)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True)
 class RecordSchema:
     """The columns one change record carries (in its order) and its primary key (empty: the record names none)."""

@@ -12,10 +12,10 @@ called; a record with columns the table does not have (or a wider type) stops th
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 import logstore
-from tablestore.cdc import FORMATS, CdcSchemaError, record_schema
+from tablestore.cdc import FORMATS, CdcSchemaError, KnownSchema, evolution, known_schema, record_schema
 from tablestore.errors import TableStoreError
 from tablestore.spark.cdc_decode import BadRecords, DecodeSpec, changes
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
@@ -91,12 +91,34 @@ def resolve_table(ref: TableRef, *, topic: str, bootstrap_servers: str, format: 
                             options=dict(table_options or {}), ignore_if_exists=True)
 
 
-def decode_spec(handle: "CatalogTable", format: str, bad_records: str) -> DecodeSpec:
+def known_schemas(handle: "CatalogTable", format: str, records: Sequence[logstore.KafkaRecord]) -> tuple[
+        KnownSchema, ...]:
+    """The Debezium schemas among `records` that `handle`'s table takes as they are: the decoder's fast paths for
+    records of the same schema (tablestore/spark/cdc_formats.py). Other records are checked one by one."""
+    if format != "debezium-json":
+        return ()
+    found: list[KnownSchema] = []
+    for r in records:
+        known = known_schema(r.value)
+        if known is None or known in found:
+            continue
+        try:
+            change = evolution(handle.identifier, handle.schema.arrow_schema, record_schema(format, r.key, r.value),
+                               tuple(handle.schema.primary_keys))
+        except CdcSchemaError:
+            continue
+        if not change:
+            found.append(known)
+    return tuple(found)
+
+
+def decode_spec(handle: "CatalogTable", format: str, bad_records: str, *, known: tuple[KnownSchema, ...] = (),
+                before_images: bool = True) -> DecodeSpec:
     if bad_records not in BAD_RECORDS:
         raise CdcSourceError(f"bad_records must be one of {BAD_RECORDS}, not {bad_records!r}")
     mode: BadRecords = "skip" if bad_records == "skip" else "fail"
     return DecodeSpec(check_format(format), handle.identifier, handle.schema.arrow_schema,
-                      tuple(handle.schema.primary_keys), mode)
+                      tuple(handle.schema.primary_keys), mode, known, before_images)
 
 
 def read_cdc(spark: "SparkSession", topic: str, bootstrap_servers: str, format: str = "debezium-json",
@@ -116,7 +138,8 @@ def read_cdc(spark: "SparkSession", topic: str, bootstrap_servers: str, format: 
                            starting_offsets=starting_offsets, table_options=table_options)
     raw = kafka_stream(spark, topic=topic, bootstrap_servers=bootstrap_servers, starting_offsets=starting_offsets,
                        kafka_options=kafka_options, max_offsets_per_trigger=max_offsets_per_trigger)
-    return changes(raw, decode_spec(handle, format, bad_records))
+    sample = logstore.edge_records({"bootstrap.servers": bootstrap_servers}, topic)
+    return changes(raw, decode_spec(handle, format, bad_records, known=known_schemas(handle, format, sample)))
 
 
 def observed(progress: Mapping[str, Any] | None) -> dict[str, int]:

@@ -24,14 +24,13 @@ else as ns (exact for every instant after 1973). A decimal sent as a JSON number
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from logstore import ROW_KIND_COLUMN
-from tablestore.cdc.schemas import FORMATS, TIMESTAMP_UNITS
-from tablestore.spark.cdc_formats import DECLARED_FIELDS, PLANS, ROWMAP, SCHEMA_CHANGE, lit
+from tablestore.cdc.schemas import DECIMAL, FORMATS, TIMESTAMP_UNITS
+from tablestore.spark.cdc_formats import NO_DECLARED, PLANS, ROWMAP, SCHEMA_CHANGE, BadRecords, DecodeSpec, ident, lit
 from tablestore.spark.types import spark_type
 
 if TYPE_CHECKING:
@@ -43,19 +42,7 @@ TS, ERROR, TOPIC, PARTITION, OFFSET = "__cdc_ts_ms", "__cdc_error", "__cdc_topic
 META_COLUMNS = (TS, ERROR, TOPIC, PARTITION, OFFSET)
 OBSERVATION = "tablestore_cdc"
 """Observed metrics of a decoded stream: rows, bad (records skipped), max_ts_ms (the newest event's time)."""
-BadRecords = Literal["fail", "skip"]
 CDC_FUNCTIONS = "tablestore.spark.jvm.cdc.CdcFunctions"
-
-
-@dataclass(frozen=True)
-class DecodeSpec:
-    """What to decode: records of `format` for `table` with Arrow `schema` and `primary_key`."""
-
-    format: str
-    table: str
-    schema: pa.Schema
-    primary_key: tuple[str, ...]
-    bad_records: BadRecords = "fail"
 
 
 _NUMBER = r"'^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$'"
@@ -70,24 +57,28 @@ def _micros(t: str, unit: str) -> str:
 
 def _convert(t: str, field: pa.Field, declared: str) -> str:
     """SQL reading the text `t` as `field`'s Spark type (null when it cannot: the caller reports it). `declared`:
-    SQL of the record's declared logical type name of the column (null without the wrapper) and its scale."""
+    SQL of the record's declared logical type name of the column (null without the wrapper) and its scale: where
+    it says the encoding (Connect's Decimal, an epoch timestamp's unit), no value is looked at to guess it."""
     st = spark_type(field.type, field.name)
     ddl = st.simpleString()
     if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
         return t
     if pa.types.is_decimal(field.type):
         scale = f"coalesce(try_cast({declared}.scale AS INT), {field.type.scale})"
-        return (f"CASE WHEN {t} RLIKE {_NUMBER} THEN try_cast({t} AS {ddl}) ELSE try_cast(reflect("
-                f"'{CDC_FUNCTIONS}', 'decimalFromBase64', {t}, {scale}) AS {ddl}) END")
+        from_bytes = f"try_cast(reflect('{CDC_FUNCTIONS}', 'decimalFromBase64', {t}, {scale}) AS {ddl})"
+        return (f"CASE WHEN {declared}.name = {lit(DECIMAL)} THEN {from_bytes} "
+                f"WHEN {t} RLIKE {_NUMBER} THEN try_cast({t} AS {ddl}) ELSE {from_bytes} END")
     if pa.types.is_date(field.type):
         return (f"CASE WHEN {t} RLIKE {_INTEGER} THEN date_add(DATE'1970-01-01', try_cast({t} AS INT)) "
                 f"ELSE try_cast({t} AS DATE) END")
     if pa.types.is_timestamp(field.type):
         units = ", ".join(f"{lit(name)}, {lit(unit)}" for name, unit in TIMESTAMP_UNITS.items())
-        micros = _micros(t, f"map({units})[{declared}.name]")
+        unit = f"map({units})[{declared}.name]"
+        micros = _micros(t, unit)
         numeric = (f"timestamp_micros({micros})" if field.type.tz is not None else
                    f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')")
-        return f"CASE WHEN {t} RLIKE {_INTEGER} THEN {numeric} ELSE try_cast({t} AS {ddl}) END"
+        return (f"CASE WHEN {unit} IS NOT NULL OR {t} RLIKE {_INTEGER} THEN {numeric} "
+                f"ELSE try_cast({t} AS {ddl}) END")
     if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
         return f"try_to_binary({t}, 'base64')"
     if pa.types.is_list(field.type) or pa.types.is_struct(field.type) or pa.types.is_map(field.type):
@@ -112,26 +103,39 @@ def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
 
     if spec.format not in PLANS:
         raise ValueError(f"unknown CDC format {spec.format!r}: use one of {', '.join(FORMATS)}")
-    plan = PLANS[spec.format](spec.schema)
+    plan = PLANS[spec.format](spec)
     meta = [F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET)]
-    df = raw.select("key", "value", "timestamp", *meta, F.from_json(F.col("value").cast("string"),
-                                                                    plan.envelope).alias("e"))
-    for name, sql in plan.pre:
-        df = df.select("*", F.expr(sql).alias(name))
-    declared = "CAST(NULL AS MAP<STRING, STRUCT<name: STRING, scale: STRING>>)"
-    if spec.format == "debezium-json" and any(_needs_declared(f.type) for f in spec.schema):
-        declared = (f"map_from_entries(transform({DECLARED_FIELDS}, x -> struct(x.field, named_struct('name', "
-                    f"x.name, 'scale', x.parameters['scale']))))")
-    df = df.select("*", F.expr(plan.error).alias("rerr"), F.expr(declared).alias("decl"),
-                   F.expr(plan.ts).cast("bigint").alias(TS))
+    keep = [*(["key"] if plan.needs_key else []), "timestamp", *meta, F.col("value").isNull().alias("tomb")]
+    parse = plan.parse or (((("e", f"from_json(CAST(value AS STRING), {lit(plan.envelope)})"),),))
+    df = raw.select(*keep, "value")
+    for i, step in enumerate(parse):
+        last = i == len(parse) - 1
+        df = df.select(*[c for c in df.columns if not (last and c == "value")],
+                       *[F.expr(once(sql)).alias(name) for name, sql in step])
+    for step in plan.pre:
+        df = df.select("*", *[F.expr(sql).alias(name) for name, sql in step])
+    declared = plan.declared if any(_needs_declared(f.type) for f in spec.schema) else NO_DECLARED
+    items = [F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), {plan.items})").alias("items")] \
+        if plan.items is not None else []
+    df = df.select("*", F.expr(plan.error).alias("rerr")).select(
+        TOPIC, PARTITION, OFFSET, "rerr", F.expr(declared).alias("decl"), F.expr(plan.ts).cast("bigint").alias(TS),
+        F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS STRING)), {plan.kinds})").alias("kinds"),
+        *[F.expr(sql).alias(name) for name, sql in plan.carry], *items)
+    carried = [name for name, _ in plan.carry]
+    head = [TOPIC, PARTITION, OFFSET, "rerr", "decl", TS, *carried]
     if plan.items is not None:
-        items = F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), {plan.items})")
-        df = df.select("*", F.posexplode(items).alias("i", "d"))
-    kinds = F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS STRING)), {plan.kinds})")
-    df = df.select("*", F.explode(kinds).alias("k"))
-    df = df.select("*", F.expr(plan.row).alias("img"), F.expr(plan.over or f"CAST(NULL AS {ROWMAP})").alias("ovr"))
-    texts = [F.expr(f"IF(ovr IS NOT NULL AND map_contains_key(ovr, {lit(f.name)}), ovr[{lit(f.name)}], "
-                    f"img[{lit(f.name)}])").alias(f"t{i}") for i, f in enumerate(spec.schema)]
+        df = df.select(*head, "kinds", F.posexplode("items").alias("i", "d"))
+        head += ["i", "d"]
+    df = df.select(*head, F.explode("kinds").alias("k"))
+    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, F.expr(plan.row).alias("img"),
+                   F.expr(plan.over or f"CAST(NULL AS {ROWMAP})").alias("ovr"),
+                   F.expr(plan.struct_row or "CAST(NULL AS STRING)").alias("srow"))
+    def text(f: pa.Field) -> str:
+        from_map = (f"IF(ovr IS NOT NULL AND map_contains_key(ovr, {lit(f.name)}), ovr[{lit(f.name)}], "
+                    f"img[{lit(f.name)}])")
+        return f"IF(srow IS NOT NULL, srow.{ident(f.name)}, {from_map})" if plan.struct_row else from_map
+
+    texts = [F.expr(text(f)).alias(f"t{i}") for i, f in enumerate(spec.schema)]
     df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, *texts)
     df = df.select("*", *[F.expr(_convert(f"t{i}", f, f"decl[{lit(f.name)}]")).alias(f"v{i}")
                           for i, f in enumerate(spec.schema)])
@@ -139,6 +143,14 @@ def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
     return df.select(
         F.col("k").alias(ROW_KIND_COLUMN), *[F.col(f"v{i}").alias(f.name) for i, f in enumerate(spec.schema)],
         TS, F.expr(f"coalesce(rerr, CASE {problems} END)").alias(ERROR), TOPIC, PARTITION, OFFSET)
+
+
+def once(sql: str) -> str:
+    """`sql`, computed once per row whatever later steps do with its result. Spark's optimizer inlines a projection
+    into the next (CollapseProject), so a column the next steps use n times is computed up to n times where code
+    generation does not find the repeats: a parsed record parsed n times over (measured: 13x the parse's CPU). It
+    never inlines a nondeterministic expression, and this one is, by a test that is always true."""
+    return f"IF(spark_partition_id() >= 0, {sql}, NULL)"
 
 
 def _problems(i: int, f: pa.Field, primary_key: tuple[str, ...]) -> str:

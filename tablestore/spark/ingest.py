@@ -43,7 +43,7 @@ from filestore import widens
 from tablestore.cdc import CdcSchemaError, evolution, record_schema
 from tablestore.cdc.schemas import Evolution
 from tablestore.errors import TableStoreError
-from tablestore.spark.cdc import decode_spec, kafka_stream, observed, resolve_table
+from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
 from tablestore.spark.datasource import TableRef
 from tablestore.spark.stream_write import commit_user
@@ -149,7 +149,11 @@ class IngestJob:
         self._stop = threading.Event()
         self._query: "StreamingQuery | None" = None
         self._seen_batches: set[int] = set()
+        self._samples: list[logstore.KafkaRecord] = []
         self.checkpoint: str | None = None
+
+    def _properties(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.config.bootstrap_servers, **_kafka_properties(self.config)}
 
     def request_stop(self) -> None:
         """Stop after the micro-batch in flight commits (safe from a signal handler)."""
@@ -166,6 +170,7 @@ class IngestJob:
                                starting_offsets=self.config.starting_offsets,
                                table_options=self.config.table_options)
         self.checkpoint = self.config.checkpoint or default_checkpoint(handle, self.config.topic)
+        self._samples = logstore.edge_records(self._properties(), self.config.topic)
         while True:
             self.state = self.progress_state(State.RUN)
             query = self._start(handle)
@@ -188,7 +193,8 @@ class IngestJob:
         raw = kafka_stream(self.spark, topic=c.topic, bootstrap_servers=c.bootstrap_servers,
                            starting_offsets=c.starting_offsets, kafka_options=c.kafka_options,
                            max_offsets_per_trigger=c.max_offsets_per_trigger)
-        decoded = changes(raw, decode_spec(handle, c.format, c.bad_records))
+        known = known_schemas(handle, c.format, self._samples)
+        decoded = changes(raw, decode_spec(handle, c.format, c.bad_records, known=known, before_images=False))
         writer = (decoded.writeStream.format("managed").option("checkpointLocation", self.checkpoint)
                   .option("warehouse", c.warehouse).queryName(f"tablestore-ingest-{c.table}"))
         for key, value in c.catalog_options.items():
@@ -290,8 +296,9 @@ class IngestJob:
         if where is None:
             raise IngestError(_message(failure))
         detail = where.group("detail")
-        record = logstore.record_at({"bootstrap.servers": c.bootstrap_servers, **_kafka_properties(c)},
-                                    where.group("topic"), int(where.group("partition")), int(where.group("offset")))
+        record = logstore.record_at(self._properties(), where.group("topic"), int(where.group("partition")),
+                                    int(where.group("offset")))
+        self._samples.append(record)   # the decoder's fast path for the new schema from the restart on
         schema = handle.schema.arrow_schema
         try:
             found = record_schema(c.format, record.key, record.value)

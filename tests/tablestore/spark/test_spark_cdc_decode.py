@@ -190,3 +190,35 @@ def test_a_schema_change_stops_the_batch_with_its_marker(spark: Any, value: str,
         changes(_raw(spark, [(None, value)]), _spec(CUSTOMERS, bad="skip")).collect()
     message = str(failure.value)
     assert f"{SCHEMA_CHANGE}: table db.t: schema change in topic src partition 0 offset 0: {detail}" in message
+
+
+def test_the_known_schema_fast_path_decodes_as_the_general_path(spark: Any) -> None:
+    """Records whose schema text is a known schema's are parsed by their payload alone: same rows; a record of
+    another schema in the same stream still takes the general path (and a new column is still a schema change)."""
+    from tablestore.cdc import known_schema
+    from tablestore.cdc.shop import ShopOrders
+
+    shop = ShopOrders(keys=30, key_change_ratio=0.05)
+    events = list(shop.events(120))
+    schema = pa.schema([pa.field("order_id", pa.int64(), False), ("customer_id", pa.int32()), ("status", pa.string()),
+                        ("amount", pa.decimal128(10, 2)), ("created_at", pa.timestamp("us"))])
+    known = known_schema(events[0][1])
+    assert known is not None and known.head is not None
+    general = DecodeSpec("debezium-json", "db.t", schema, ("order_id",))
+    fast = DecodeSpec("debezium-json", "db.t", schema, ("order_id",), known=(known,))
+    raw = _raw(spark, events)
+    expected = _rows(changes(raw, general))
+    assert _rows(changes(raw, fast)) == expected and len(expected) > 120
+    shop.add_coupon()
+    with pytest.raises(Exception, match=SCHEMA_CHANGE):
+        changes(_raw(spark, events + list(shop.events(5))), fast).collect()
+
+
+def test_without_before_images_an_update_keeping_its_key_is_its_after_image(spark: Any) -> None:
+    """What `tablestore ingest` writes into a primary-key table: the after image of an update that keeps the key
+    (the table's merge replaces the row), -U then +U where the key changed."""
+    same = {"op": "u", "before": {"id": 1, "first_name": "a"}, "after": {"id": 1, "first_name": "b"}}
+    moved = {"op": "u", "before": {"id": 1, "first_name": "b"}, "after": {"id": 2, "first_name": "b"}}
+    spec = DecodeSpec("debezium-json", "db.t", CUSTOMERS, ("id",), before_images=False)
+    got = _rows(changes(_raw(spark, [(None, json.dumps(same)), (None, json.dumps(moved))]), spec))
+    assert [(k, r["id"]) for k, r in got] == [("+U", 1), ("-U", 1), ("+U", 2)]
