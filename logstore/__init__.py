@@ -16,10 +16,11 @@ from logstore.changes import (
     row_kinds_of,
 )
 from logstore import broker
-from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
+from logstore.errors import (BrokerError, InvalidRowKindError, LogFormatError, LogRecordsExpiredError,
+                             LogStoreError)
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
-from logstore.reader import LogReader
+from logstore.reader import LOG_OFFSET_COLUMN, LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
 
@@ -29,8 +30,10 @@ __all__ = [
     "BrokerError",
     "IS_ADDITION",
     "InvalidRowKindError",
+    "LOG_OFFSET_COLUMN",
     "LogFormatError",
     "LogReader",
+    "LogRecordsExpiredError",
     "LogStore",
     "LogStoreError",
     "LogStoreOptions",
