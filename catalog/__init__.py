@@ -14,6 +14,7 @@ from catalog.errors import (
 from catalog.options import (
     ALL_OPTIONS,
     CHANGE_TRACKING,
+    CHANGELOG_NORMALIZE,
     SESSION_PREFIX,
     SINK_UPSERT_MATERIALIZE,
     UPSERT_MATERIALIZE_STRATEGY,
@@ -26,6 +27,7 @@ from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
     "Catalog",
     "CatalogError",
