@@ -1,0 +1,207 @@
+"""A primary-key table's changes from its log, commit by commit: the one owner of the rule that `Table.read_changes`
+and the Spark stream reader (`readStream.format("managed")` and SQL `readStream.table`) apply, so all three give
+the same changelog (`changelog.normalize` = true, the default).
+
+The rule (FLIP-188's full changelog), per bucket b, whatever `log.changelog-mode` and `log.consistency` are:
+1. Commits are delimited in partition b of the topic by the offsets the snapshots record: `log_offsets[b]` of a
+   snapshot is the offset after the last record of b its commit wrote (tablestore.writer, steps 2-3), so the
+   records of one commit lie between the offsets of two consecutive snapshots. Records after the latest
+   snapshot's offset (eventual consistency makes them visible before their snapshot) count as one more commit.
+2. Within a commit, a key's records collapse to its last one: an addition (+I/+U: the key's row is now this) or a
+   retraction (-U/-D: the key is gone). That is compared with the key's row before the commit: a new key gives
+   `+I` (new row), a changed row `-U` (old row) then `+U` (new row), a deleted key `-D` (old row); an unchanged row
+   gives nothing, and so does a key absent before and after (inserted and deleted within the commit).
+
+How the changes of the log range [o1, o2) of bucket b are computed with no state kept from earlier ranges (Spark
+runs each micro-batch's `read` in a worker that keeps nothing; a restart from a checkpoint reads the same ranges
+again and gets the same changes). The table itself is each key's state at every snapshot:
+1. S = the latest snapshot whose offset for b is at most o1 (before the first snapshot: the empty table at offset
+   0); ChangesExpiredError when it has expired.
+2. The records [S.offset_b, o2) of partition b are read with their offsets (logstore.LogReader.read_partition).
+3. The rows at S of the keys in those records: one merge read of bucket b at S, filtered on the key columns (a key
+   filter is applied below the merge, by the Parquet reader: filestore.read), seed the normalizer
+   (tablestore.materializer.normalize_arrow.ArrowChangelogNormalizer, whose per-row rules are rule 2's).
+4. The records [S.offset_b, o1) update that state silently (a range may start inside a commit only where a reader
+   asked to: a `from-timestamp` start is moved back to its commit's start, see `commit_start`); the records
+   [o1, o2) are cut at the snapshot offsets between o1 and o2, and each commit's records, collapsed to the last
+   one per key, go through the normalizer: its output is that commit's changes.
+Everything on the data path is vectorised: key bytes (filestore.KeyCodec) → one code per key → numpy → Arrow
+takes. What is not covered: an INSERT OVERWRITE changes the file store but not the log, so a range after one is
+compared with the overwritten rows (as a snapshot diff would); a commit whose log transaction was lost and
+produced again later (`TableWriter.recover_log`) reads as part of the commit its records landed in.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filestore import FileStore, KeyCodec, SnapshotNotFoundError
+from logstore import LOG_OFFSET_COLUMN, LogStore
+from tablestore.errors import ChangesExpiredError
+from tablestore.materializer.normalize_arrow import ArrowChangelogNormalizer
+
+
+@dataclass(frozen=True)
+class ChangeSource:
+    """What reading a table's changes needs, as values: its name, schema, primary key, file store and log."""
+
+    name: str
+    schema: pa.Schema
+    primary_key: tuple[str, ...]
+    store: FileStore
+    log: LogStore
+
+
+class CommitOffsets:
+    """The offsets of one bucket the retained snapshots record, read lazily (a snapshot file at most once).
+    Snapshot 0 is the empty table before the first snapshot, at offset 0. A bucket's offset never decreases from
+    one snapshot to the next, so searches are binary."""
+
+    def __init__(self, store: FileStore, bucket: int) -> None:
+        self._snapshots = store.snapshots
+        self.bucket = bucket
+        self.earliest = self._snapshots.earliest_id()
+        self.latest = self._snapshots.latest_id()
+        self._cache: dict[int, int] = {0: 0}
+
+    def of(self, snapshot_id: int) -> int:
+        if snapshot_id not in self._cache:
+            self._cache[snapshot_id] = self._snapshots.get(snapshot_id).log_offsets.get(self.bucket, 0)
+        return self._cache[snapshot_id]
+
+    def last_at_or_below(self, offset: int) -> int | None:
+        """The latest snapshot whose offset is at most `offset` (0: the empty table), or None when that one has
+        expired."""
+        if self.earliest is None or self.latest is None:
+            return 0
+        if self.of(self.earliest) > offset:
+            return 0 if self.earliest == 1 else None
+        lo, hi = self.earliest, self.latest  # invariant: of(lo) <= offset
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.of(mid) <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def first_above(self, offset: int) -> int | None:
+        """The offset of the first snapshot whose offset is above `offset`, or None."""
+        if self.latest is None or self.of(self.latest) <= offset:
+            return None
+        below = self.last_at_or_below(offset)
+        lo = max(below or 0, (self.earliest or 1) - 1) + 1
+        hi = self.latest  # invariant: of(hi) > offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.of(mid) > offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.of(hi)
+
+    def between(self, after_snapshot: int, low: int, high: int) -> list[int]:
+        """The distinct offsets in (low, high) of the snapshots after `after_snapshot`, ascending."""
+        found: list[int] = []
+        for sid in range(max(after_snapshot + 1, self.earliest or 1), (self.latest or 0) + 1):
+            offset = self.of(sid)
+            if offset >= high:
+                break
+            if offset > low and (not found or offset > found[-1]):
+                found.append(offset)
+        return found
+
+
+def commit_start(store: FileStore, bucket: int, offset: int) -> int:
+    """`offset` moved back to the start of the commit it falls in (the offset of the latest snapshot below it),
+    when a snapshot has published that commit; unchanged otherwise: at a commit's start, in records no snapshot
+    covers yet, or when the snapshot before it has expired (reading from there then fails, naming it)."""
+    offsets = CommitOffsets(store, bucket)
+    snapshot = offsets.last_at_or_below(offset)
+    if snapshot is None or offsets.of(snapshot) == offset or offsets.first_above(offset) is None:
+        return offset
+    return offsets.of(snapshot)
+
+
+def commit_end(store: FileStore, bucket: int, start: int, capped: int, end: int) -> int:
+    """Where a read of [start, end) limited to `capped` stops so it ends on a commit boundary: the last snapshot
+    offset in (start, capped], else the first one in (start, end] (a commit is never split), else `end` (records
+    no snapshot covers yet are one commit)."""
+    if capped >= end:
+        return end
+    offsets = CommitOffsets(store, bucket)
+    below = offsets.last_at_or_below(capped)
+    if below is not None and offsets.of(below) > start:
+        return offsets.of(below)
+    above = offsets.first_above(start)
+    return above if above is not None and above <= end else end
+
+
+def range_changes(source: ChangeSource, bucket: int, start: int, end: int) -> Iterator[pa.Table]:
+    """The changes of the log records [start, end) of `bucket`, one table (`_row_kind` + the table's columns) per
+    commit that changed something, in commit order (see the module docstring)."""
+    if end <= start:
+        return
+    offsets = CommitOffsets(source.store, bucket)
+    base = offsets.last_at_or_below(start)
+    if base is None:
+        raise ChangesExpiredError(source.name, bucket, None, offsets.earliest, offset=start)
+    first = offsets.of(base)
+    batches = list(source.log.new_reader().read_partition(bucket, first, end))
+    if not batches:
+        return
+    records = pa.Table.from_batches(batches)
+    positions = records.column(LOG_OFFSET_COLUMN).to_numpy()
+    records = records.drop_columns([LOG_OFFSET_COLUMN])
+    normalizer = ArrowChangelogNormalizer(source.schema, source.primary_key)
+    normalizer.seed(_rows_at(source, base, bucket, records))
+    cuts = np.searchsorted(positions, [start, *offsets.between(base, start, end)], side="left").tolist()
+    if cuts[0]:
+        normalizer.process_batch(records.slice(0, cuts[0]))  # up to `start`: the state only
+    key_codec = KeyCodec([source.schema.field(k).type for k in source.primary_key])
+    for lo, hi in zip(cuts, [*cuts[1:], records.num_rows]):
+        if hi > lo:
+            changes = normalizer.process_batch(last_per_key(records.slice(lo, hi - lo), source.primary_key,
+                                                            key_codec))
+            if changes.num_rows:
+                yield changes
+
+
+def last_per_key(records: pa.Table, key: Sequence[str], key_codec: KeyCodec) -> pa.Table:
+    """The last record of each key, in the order of those last records."""
+    n = records.num_rows
+    codes = pc.dictionary_encode(key_codec.encode_columns([records.column(k) for k in key])).indices
+    reversed_codes = codes.to_numpy(zero_copy_only=False)[::-1]
+    _, first_from_end = np.unique(reversed_codes, return_index=True)
+    if len(first_from_end) == n:
+        return records
+    return records.take(pa.array(np.sort(n - 1 - first_from_end)))
+
+
+def _rows_at(source: ChangeSource, snapshot_id: int, bucket: int, records: pa.Table) -> pa.Table:
+    """The rows of bucket `bucket` at snapshot `snapshot_id` (0: the empty table) whose keys are among those of
+    `records`, plus possibly a few others (the filter is per key column, so for a composite key it is a
+    superset): a merge read filtered on the key columns."""
+    schema = source.store.schema.arrow_schema
+    if snapshot_id == 0 or records.num_rows == 0:
+        return schema.empty_table()
+    try:
+        snapshot = source.store.snapshots.get(snapshot_id)
+    except SnapshotNotFoundError:
+        raise ChangesExpiredError(source.name, bucket, snapshot_id, source.store.snapshots.earliest_id()) from None
+    exact: pc.Expression | None = None
+    bounds: pc.Expression | None = None
+    for k in source.primary_key:
+        values = pc.unique(records.column(k).drop_null())
+        term = pc.field(k).isin(values)
+        exact = term if exact is None else exact & term
+        if len(values) and not pa.types.is_floating(values.type):  # (NaN is outside any min/max)
+            extremes = pc.min_max(values)  # prunes the files whose key range holds none of the keys
+            span = (pc.field(k) >= extremes["min"]) & (pc.field(k) <= extremes["max"])
+            bounds = span if bounds is None else bounds & span
+    splits = [s for s in source.store.new_scan().plan(snapshot, bounds) if s.bucket == bucket]
+    return source.store.new_read(None, exact).to_table(splits)
