@@ -21,10 +21,11 @@ again and gets the same changes). The table itself is each key's state at every 
 3. The rows at S of the keys in those records: one merge read of bucket b at S, filtered on the key columns (a key
    filter is applied below the merge, by the Parquet reader: filestore.read), seed the normalizer
    (tablestore.materializer.normalize_arrow.ArrowChangelogNormalizer, whose per-row rules are rule 2's).
-4. The records [S.offset_b, o1) update that state silently (a range may start inside a commit only where a reader
-   asked to: a `from-timestamp` start is moved back to its commit's start, see `commit_start`); the records
-   [o1, o2) are cut at the snapshot offsets between o1 and o2, and each commit's records, collapsed to the last
-   one per key, go through the normalizer: its output is that commit's changes.
+4. The records are cut into commits at o1 and at the snapshot offsets between o1 and o2, and each commit's records
+   collapse to the last one per key. Those before o1 update the state silently (a range starts inside a commit
+   only where a reader asked for it: a `from-timestamp` start is moved back to its commit's start, `commit_start`);
+   those of [o1, o2) go through the normalizer in one batch, commit after commit: a key's previous row is its row
+   in an earlier commit of the batch, else the seeded one, so the output is each commit's changes in turn.
 Everything on the data path is vectorised: key bytes (filestore.KeyCodec) → one code per key → numpy → Arrow
 takes. What is not covered: an INSERT OVERWRITE changes the file store but not the log, so a range after one is
 compared with the overwritten rows (as a snapshot diff would); a commit whose log transaction was lost and
@@ -142,44 +143,54 @@ def commit_end(store: FileStore, bucket: int, start: int, capped: int, end: int)
 
 
 def range_changes(source: ChangeSource, bucket: int, start: int, end: int) -> Iterator[pa.Table]:
-    """The changes of the log records [start, end) of `bucket`, one table (`_row_kind` + the table's columns) per
-    commit that changed something, in commit order (see the module docstring)."""
+    """The changes of the log records [start, end) of `bucket` (`_row_kind` + the table's columns), in commit
+    order (see the module docstring)."""
     if end <= start:
         return
     offsets = CommitOffsets(source.store, bucket)
     base = offsets.last_at_or_below(start)
     if base is None:
         raise ChangesExpiredError(source.name, bucket, None, offsets.earliest, offset=start)
-    first = offsets.of(base)
-    batches = list(source.log.new_reader().read_partition(bucket, first, end))
+    batches = list(source.log.new_reader().read_partition(bucket, offsets.of(base), end))
     if not batches:
         return
     records = pa.Table.from_batches(batches)
+    state = _rows_at(source, base, bucket, records)
+    changes = commit_changes(source.schema, source.primary_key, records, state,
+                             [start, *offsets.between(base, start, end)])
+    if changes.num_rows:
+        yield changes
+
+
+def commit_changes(schema: pa.Schema, primary_key: Sequence[str], records: pa.Table, state: pa.Table,
+                   cuts: Sequence[int]) -> pa.Table:
+    """The changes of the log `records` (`_row_kind`, the table's columns, `_log_offset`; in offset order) from
+    the rows `state` (the table's rows of their keys before the first record): `cuts` are the offsets where
+    commits start, the first one where the changes start (the records before it only update the state). Pure:
+    no I/O."""
     positions = records.column(LOG_OFFSET_COLUMN).to_numpy()
     records = records.drop_columns([LOG_OFFSET_COLUMN])
-    normalizer = ArrowChangelogNormalizer(source.schema, source.primary_key)
-    normalizer.seed(_rows_at(source, base, bucket, records))
-    cuts = np.searchsorted(positions, [start, *offsets.between(base, start, end)], side="left").tolist()
-    if cuts[0]:
-        normalizer.process_batch(records.slice(0, cuts[0]))  # up to `start`: the state only
-    key_codec = KeyCodec([source.schema.field(k).type for k in source.primary_key])
-    for lo, hi in zip(cuts, [*cuts[1:], records.num_rows]):
-        if hi > lo:
-            changes = normalizer.process_batch(last_per_key(records.slice(lo, hi - lo), source.primary_key,
-                                                            key_codec))
-            if changes.num_rows:
-                yield changes
+    normalizer = ArrowChangelogNormalizer(schema, primary_key)
+    normalizer.seed(state)
+    commits = np.searchsorted(np.asarray(cuts, np.int64), positions, side="right")  # 0: before the first cut
+    key_codec = KeyCodec([schema.field(k).type for k in primary_key])
+    last = last_per_commit_and_key(records, commits, primary_key, key_codec)
+    replayed = int(np.searchsorted(commits[last], 1))  # `last` keeps the commit order
+    if replayed:
+        normalizer.process_batch(records.take(pa.array(last[:replayed])))
+    return normalizer.process_batch(records.take(pa.array(last[replayed:])))
 
 
-def last_per_key(records: pa.Table, key: Sequence[str], key_codec: KeyCodec) -> pa.Table:
-    """The last record of each key, in the order of those last records."""
+def last_per_commit_and_key(records: pa.Table, commits: np.ndarray, key: Sequence[str],
+                            key_codec: KeyCodec) -> np.ndarray:
+    """The positions of the last record of each key within each commit (`commits`: the commit of each record,
+    non-decreasing), ascending."""
     n = records.num_rows
     codes = pc.dictionary_encode(key_codec.encode_columns([records.column(k) for k in key])).indices
-    reversed_codes = codes.to_numpy(zero_copy_only=False)[::-1]
-    _, first_from_end = np.unique(reversed_codes, return_index=True)
-    if len(first_from_end) == n:
-        return records
-    return records.take(pa.array(np.sort(n - 1 - first_from_end)))
+    keys = codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    combined = commits.astype(np.int64) * (int(keys.max(initial=0)) + 1) + keys
+    _, first_from_end = np.unique(combined[::-1], return_index=True)
+    return np.sort(n - 1 - first_from_end)
 
 
 def _rows_at(source: ChangeSource, snapshot_id: int, bucket: int, records: pa.Table) -> pa.Table:
