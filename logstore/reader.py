@@ -43,6 +43,7 @@ class LogReader:
         # eventual consistency makes records visible before their commit: read them uncommitted
         self.read_committed = options.consistency == "transactional"
         self.positions: dict[int, int] = {}
+        self._admin = KafkaAdmin(options.properties, options.request_timeout_s)  # connects at its first call
 
     def _consumer(self) -> Consumer:
         return Consumer(consumer_config(self.options.properties, self.read_committed))
@@ -141,13 +142,13 @@ class LogReader:
 
     def start_at_end(self) -> dict[int, int]:
         """Every partition from its end now (the last stable offset when reading committed)."""
-        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+        return self._admin.list_offsets(
             self.options.topic, self.options.partitions, timestamp_ms=None, read_committed=self.read_committed)
 
     def start_at_timestamp(self, timestamp_ms: int) -> dict[int, int]:
         """Every partition from its first record at or after `timestamp_ms` (Kafka's offsets-for-times), or from
         its end now when it has none."""
-        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+        return self._admin.list_offsets(
             self.options.topic, self.options.partitions, timestamp_ms=timestamp_ms,
             read_committed=self.read_committed)
 
@@ -158,9 +159,8 @@ class LogReader:
         when it began AND nothing more arrived for `idle_timeout_s` (a slow first fetch never cuts the existing
         records short). If it cannot catch up, it stops after `max(idle_timeout_s, request timeout)` without any
         record: an error-free end, never a hang."""
-        admin = KafkaAdmin(self.options.properties, self.options.request_timeout_s)
         topic = self.options.topic
-        ends = admin.list_offsets(topic, self.options.partitions, timestamp_ms=None,
+        ends = self._admin.list_offsets(topic, self.options.partitions, timestamp_ms=None,
                                   read_committed=self.read_committed)
         consumer = self._consumer()
         consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
