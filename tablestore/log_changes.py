@@ -16,7 +16,8 @@ How the changes of the log range [o1, o2) of bucket b are computed with no state
 runs each micro-batch's `read` in a worker that keeps nothing; a restart from a checkpoint reads the same ranges
 again and gets the same changes). The table itself is each key's state at every snapshot:
 1. S = the latest snapshot whose offset for b is at most o1 (before the first snapshot: the empty table at offset
-   0); ChangesExpiredError when it has expired.
+   0), or the one before a commit up to it whose log was lost and produced again later (`CommitOffsets.base`);
+   ChangesExpiredError when it has expired.
 2. The records [S.offset_b, o2) of partition b are read with their offsets (logstore.LogReader.read_partition).
 3. The rows at S of the keys in those records: one merge read of bucket b at S, filtered on the key columns (a key
    filter is applied below the merge, by the Parquet reader: filestore.read), seed the normalizer
@@ -29,7 +30,8 @@ again and gets the same changes). The table itself is each key's state at every 
 Everything on the data path is vectorised: key bytes (filestore.KeyCodec) → one code per key → numpy → Arrow
 takes. What is not covered: an INSERT OVERWRITE changes the file store but not the log, so a range after one is
 compared with the overwritten rows (as a snapshot diff would); a commit whose log transaction was lost and
-produced again later (`TableWriter.recover_log`) reads as part of the commit its records landed in.
+produced again later (`TableWriter.recover_log`) reads where its records landed, after any commit made in between
+(as in the log itself).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore import FileStore, KeyCodec, SnapshotNotFoundError
+from filestore import CommitKind, FileStore, KeyCodec, Snapshot, SnapshotNotFoundError
 from logstore import LOG_OFFSET_COLUMN, LogStore
 from tablestore.errors import ChangesExpiredError
 from tablestore.materializer.normalize_arrow import ArrowChangelogNormalizer
@@ -67,12 +69,15 @@ class CommitOffsets:
         self.bucket = bucket
         self.earliest = self._snapshots.earliest_id()
         self.latest = self._snapshots.latest_id()
-        self._cache: dict[int, int] = {0: 0}
+        self._cache: dict[int, Snapshot] = {}
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        if snapshot_id not in self._cache:
+            self._cache[snapshot_id] = self._snapshots.get(snapshot_id)
+        return self._cache[snapshot_id]
 
     def of(self, snapshot_id: int) -> int:
-        if snapshot_id not in self._cache:
-            self._cache[snapshot_id] = self._snapshots.get(snapshot_id).log_offsets.get(self.bucket, 0)
-        return self._cache[snapshot_id]
+        return 0 if snapshot_id == 0 else self.snapshot(snapshot_id).log_offsets.get(self.bucket, 0)
 
     def last_at_or_below(self, offset: int) -> int | None:
         """The latest snapshot whose offset is at most `offset` (0: the empty table), or None when that one has
@@ -104,6 +109,38 @@ class CommitOffsets:
             else:
                 lo = mid + 1
         return self.of(hi)
+
+    def base(self, start: int, end: int) -> int | None:
+        """The snapshot whose rows are the state of a range [start, end)'s keys before it: the latest one at or
+        before `start`, unless the log of a commit up to it was lost and produced again after it (a crash
+        between steps 3 and 4 of the commit protocol, repaired by `TableWriter.recover_log` with a log-only
+        snapshot of the same commit user and identifier): the log holds that commit's records only from there
+        on, so the state is the table's before that commit. None when the snapshot needed has expired."""
+        base = self.last_at_or_below(start)
+        sid = max(base or 0, (self.earliest or 1) - 1) + 1
+        while base is not None and sid <= (self.latest or 0):
+            lost = self._lost_commit(sid)
+            if lost is not None and lost <= base:  # look again after the earlier base
+                base = lost - 1 if lost - 1 == 0 or lost - 1 >= (self.earliest or 1) else None
+                sid = lost
+            elif self.of(sid) >= end:
+                break
+            sid += 1
+        return base
+
+    def _lost_commit(self, snapshot_id: int) -> int | None:
+        """The commit whose log `snapshot_id` produced again for this bucket, if it is such a log-only snapshot."""
+        s = self.snapshot(snapshot_id)
+        if s.commit_kind != CommitKind.COMPACT or s.delta_record_count != 0 or snapshot_id - 1 < (self.earliest or 1):
+            return None
+        if self.of(snapshot_id - 1) == self.of(snapshot_id):
+            return None
+        for sid in range(snapshot_id - 1, (self.earliest or 1) - 1, -1):
+            found = self.snapshot(sid)
+            if (found.commit_user, found.commit_identifier) == (s.commit_user, s.commit_identifier) and (
+                    found.commit_kind != CommitKind.COMPACT):
+                return sid
+        return None
 
     def between(self, after_snapshot: int, low: int, high: int) -> list[int]:
         """The distinct offsets in (low, high) of the snapshots after `after_snapshot`, ascending."""
@@ -148,7 +185,7 @@ def range_changes(source: ChangeSource, bucket: int, start: int, end: int) -> It
     if end <= start:
         return
     offsets = CommitOffsets(source.store, bucket)
-    base = offsets.last_at_or_below(start)
+    base = offsets.base(start, end)
     if base is None:
         raise ChangesExpiredError(source.name, bucket, None, offsets.earliest, offset=start)
     batches = list(source.log.new_reader().read_partition(bucket, offsets.of(base), end))

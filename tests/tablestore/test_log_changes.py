@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -30,8 +31,8 @@ def _table(tmp_path: Path, bootstrap: str, **options: str) -> tablestore.Table:
                                                            options={"bucket": "2", **options})
 
 
-def _read(t: tablestore.Table, **kw: object) -> list[Change]:
-    return change_tuples(r for b in t.read_changes(timeout_s=0.5, **kw) for r in b.to_pylist())  # type: ignore[arg-type]
+def _read(t: tablestore.Table, **kw: Any) -> list[Change]:
+    return change_tuples(r for b in t.read_changes(timeout_s=0.5, **kw) for r in b.to_pylist())
 
 
 def _source(t: tablestore.Table) -> ChangeSource:
@@ -116,3 +117,38 @@ def test_a_start_before_the_earliest_snapshot_left_is_a_clear_error(tmp_path: Pa
     # from a retained snapshot on, reading works
     full = _read(t, scan="full")
     assert sorted(full) == [("+I", i, "x", i) for i in range(4)]
+
+
+def test_a_commit_whose_log_transaction_was_lost_is_read_once_wherever_a_range_starts(
+        tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot of a commit is in but its Kafka transaction was lost (a crash between steps 3 and 4 of the
+    commit): the next session of the same user produces its records again, after a log-only snapshot. A range
+    starting between the two compares with the table before that commit, so its changes come exactly once."""
+    import logstore
+
+    t = _table(tmp_path, kafka_bootstrap, bucket="1")
+    commits = random_commits(7, 3)
+    t.write(as_table(commits[0]))
+    zombie = t.log_writer(commit_user="job", transactional_id="tx-job")
+    zombie.write(as_table(commits[1]))
+
+    def crash(self: logstore.LogWriter) -> None:
+        raise KeyboardInterrupt("crash between the snapshot and the log commit")
+
+    monkeypatch.setattr(logstore.LogWriter, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        zombie.commit(1)
+    monkeypatch.undo()
+    with t.log_writer(commit_user="job", transactional_id="tx-job") as restarted:
+        restarted.write(as_table(commits[1]))  # the job replays its checkpoint: the log is produced again
+        restarted.commit(1)
+    t.write(as_table(commits[2]))
+    expected, _ = replay(commits)
+
+    offsets = CommitOffsets(t._handle.store, 0)
+    end = offsets.of(offsets.latest or 0)
+    cuts = offsets.between(0, 0, end)
+    assert len(cuts) == 3  # commit 1, the lost commit 2, its records produced again (commit 3 ends at `end`)
+    assert ordered(_range(t, 0, 0, end)) == ordered(expected)
+    for cut in cuts:
+        assert ordered(_range(t, 0, 0, cut) + _range(t, 0, cut, end)) == ordered(expected), cut
