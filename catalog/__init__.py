@@ -15,6 +15,7 @@ from catalog.errors import (
 from catalog.options import (
     ALL_OPTIONS,
     CHANGE_TRACKING,
+    CHANGELOG_NORMALIZE,
     INGEST_SCHEMA_EVOLUTION,
     SESSION_PREFIX,
     SINK_UPSERT_MATERIALIZE,
@@ -28,6 +29,7 @@ from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
     "Catalog",
     "CatalogError",

@@ -16,11 +16,12 @@ from logstore.changes import (
     row_kinds_of,
 )
 from logstore import broker
-from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
+from logstore.errors import (BrokerError, InvalidRowKindError, LogFormatError, LogRecordsExpiredError,
+                             LogStoreError)
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
 from logstore.raw import KafkaRecord, edge_records, first_record, produce_raw, record_at
-from logstore.reader import LogReader
+from logstore.reader import LOG_OFFSET_COLUMN, LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
 
@@ -31,8 +32,10 @@ __all__ = [
     "IS_ADDITION",
     "InvalidRowKindError",
     "KafkaRecord",
+    "LOG_OFFSET_COLUMN",
     "LogFormatError",
     "LogReader",
+    "LogRecordsExpiredError",
     "LogStore",
     "LogStoreError",
     "LogStoreOptions",

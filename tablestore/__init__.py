@@ -28,12 +28,13 @@ from filestore import (
     TableDroppedError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import CompactionError, InvalidRowKindError, TableStoreError
+from tablestore.errors import ChangesExpiredError, CompactionError, InvalidRowKindError, TableStoreError
 from tablestore.table import DeleteResult, SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
     "CatalogError",
+    "ChangesExpiredError",
     "CommitConflictError",
     "CompactionError",
     "DatabaseAlreadyExistsError",

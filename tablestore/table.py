@@ -243,17 +243,24 @@ class Table:
         timestamp_ms: int | None = None,
         max_records: int | None = None,
         timeout_s: float = 2.0,
+        normalize: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The table's changes as Arrow batches with a `_row_kind` column (+I/-U/+U/-D), from its log.
 
         `scan` (default: the `log.scan` option): "full" reads the latest snapshot as +I rows, then the log from
         exactly the offsets that snapshot covers; "latest" only changes from now on; "from-timestamp" changes from
-        `timestamp_ms` on. Upsert-mode logs are normalized by primary key (-U/+U with the previous row). Stops after
-        `max_records` rows or when nothing arrived for `timeout_s` seconds.
+        the commit holding the first change at or after `timestamp_ms` on. `normalize` (default: the
+        `changelog.normalize` option, true): a primary-key table gives the changelog of its commits, as Spark's
+        stream reader does (tablestore.log_changes): +I for a new key, -U (old row) then +U (new row) for a changed
+        one, -D (old row) for a deleted one, nothing for a key no snapshot showed or an unchanged row; False: the
+        records as the log stores them. Stops after `max_records` rows or when nothing arrived for `timeout_s`
+        seconds.
         """
+        if normalize is None:
+            normalize = self._handle.options.get(_catalog.CHANGELOG_NORMALIZE)
         return read_changes(self.name, self._store, self._handle.log, self.read_batches, schema=self.schema,
-                            primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms, max_records=max_records,
-                            timeout_s=timeout_s)
+                            primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms,
+                            max_records=max_records, timeout_s=timeout_s, normalize=normalize)
 
     def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
         if overwrite is False or overwrite is None:
