@@ -20,7 +20,8 @@ from logstore.errors import (BrokerError, InvalidRowKindError, LogFormatError, L
                              LogStoreError)
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
-from logstore.raw import KafkaRecord, edge_records, first_record, produce_raw, record_at
+from logstore.raw import (KafkaRecord, RawProducer, edge_records, first_record, produce_raw, record_at,
+                          recreate_topic, topic_partitions)
 from logstore.reader import LOG_OFFSET_COLUMN, LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
@@ -44,6 +45,7 @@ __all__ = [
     "RETRACTION_VALUES",
     "ROW_KIND_COLUMN",
     "ROW_KIND_VALUES",
+    "RawProducer",
     "RowKind",
     "addition_mask",
     "broker",
@@ -54,5 +56,7 @@ __all__ = [
     "insert_kinds",
     "produce_raw",
     "record_at",
+    "recreate_topic",
     "row_kinds_of",
+    "topic_partitions",
 ]

@@ -25,6 +25,29 @@ class KafkaRecord:
     value: bytes | None
 
 
+def topic_partitions(properties: Mapping[str, str], topic: str) -> int | None:
+    """How many partitions `topic` has; None when it does not exist (LogStoreUnavailableError: no broker)."""
+    return KafkaAdmin(properties).partitions(topic)
+
+
+def recreate_topic(properties: Mapping[str, str], topic: str, partitions: int) -> None:
+    """`topic`, empty, with `partitions` partitions (deleted first if it exists: the demo's and tests' sources)."""
+    admin = KafkaAdmin(properties)
+    deadline = time.monotonic() + 30
+    if admin.partitions(topic) is not None:
+        admin.delete_topic(topic)
+        while admin.partitions(topic) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    while True:
+        try:
+            admin.create_topic(topic, partitions, None)
+            return
+        except TopicError:   # its deletion is not finished on the broker yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def record_at(properties: Mapping[str, str], topic: str, partition: int, offset: int,
               timeout_s: float = 30.0) -> KafkaRecord:
     """The record at `offset` of `topic`'s `partition` (read uncommitted: a CDC topic is not ours)."""
@@ -65,37 +88,58 @@ def _read(properties: Mapping[str, str], topic: str, start: Mapping[int, int], w
         consumer.close()
 
 
+class RawProducer:
+    """Produces (key, value) records to `topic` (partition by key, Kafka's default), idempotently; keeps where
+    each one landed (`delivered`: partition, offset, and the `tag` given with it) when asked to."""
+
+    def __init__(self, properties: Mapping[str, str], topic: str, *, track: bool = False) -> None:
+        self.topic = topic
+        self._bootstrap = properties.get("bootstrap.servers")
+        self._producer = Producer(producer_config(properties, transactional_id=None))
+        self._track = track
+        self.delivered: list[tuple[int, int, object]] = []
+        self._failed: list[object] = []
+        self.count = 0
+
+    def produce(self, key: bytes | None, value: bytes | None, tag: object = None) -> None:
+        def delivered(error: object, message: object) -> None:
+            if error is not None:
+                if not self._failed:
+                    self._failed.append(error)
+            elif self._track:
+                self.delivered.append((message.partition(), message.offset(), tag))  # type: ignore[attr-defined]
+
+        while True:
+            try:
+                self._producer.produce(self.topic, value=value, key=key, on_delivery=delivered)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+            except KafkaException as e:
+                raise LogStoreError(f"topic {self.topic!r} on {self._bootstrap}: {e}") from None
+        self.count += 1
+        if self.count % 10000 == 0:
+            self._producer.poll(0)
+
+    def flush(self, timeout_s: float = 60.0) -> None:
+        """Wait until every record is acknowledged (LogStoreError for the first that failed)."""
+        left = self._producer.flush(timeout_s)
+        if self._failed:
+            raise LogStoreError(f"topic {self.topic!r} on {self._bootstrap}: {self._failed[0]}")
+        if left:
+            raise LogStoreUnavailableError(f"topic {self.topic!r}: {left} records not acknowledged within "
+                                           f"{timeout_s:.0f} s")
+
+
 def produce_raw(properties: Mapping[str, str], topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
                 *, timeout_s: float = 60.0) -> int:
-    """Produce (key, value) records to `topic` (partition by key, Kafka's default), idempotently, and wait until
-    every one is acknowledged; returns how many. A value of None is a tombstone."""
-    producer = Producer(producer_config(properties, transactional_id=None))
-    count = 0
-    failed: list[object] = []
-
-    def delivered(error: object, _message: object) -> None:
-        if error is not None and not failed:
-            failed.append(error)
-
-    try:
-        for key, value in records:
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, on_delivery=delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            count += 1
-            if count % 10000 == 0:
-                producer.poll(0)
-        left = producer.flush(timeout_s)
-    except KafkaException as e:
-        raise LogStoreError(f"topic {topic!r} on {properties.get('bootstrap.servers')}: {e}") from None
-    if failed:
-        raise LogStoreError(f"topic {topic!r} on {properties.get('bootstrap.servers')}: {failed[0]}")
-    if left:
-        raise LogStoreUnavailableError(f"topic {topic!r}: {left} records not acknowledged within {timeout_s:.0f} s")
-    return count
+    """Produce (key, value) records to `topic` and wait until every one is acknowledged; returns how many. A value
+    of None is a tombstone."""
+    producer = RawProducer(properties, topic)
+    for key, value in records:
+        producer.produce(key, value)
+    producer.flush(timeout_s)
+    return producer.count
 
 
 def edge_records(properties: Mapping[str, str], topic: str, *, per_end: int = 3,

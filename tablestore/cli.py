@@ -169,10 +169,14 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tablestore.demo import run_demo
+    if args.python:
+        from tablestore.demo import run_demo
 
-    run_demo(args.warehouse)
-    return EXIT_OK
+        run_demo(args.warehouse)
+        return EXIT_OK
+    from tablestore.demo_cdc import run_cdc_demo
+
+    return run_cdc_demo(warehouse=args.warehouse, rate=args.rate, seconds=args.seconds)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -254,7 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used").add_argument(
         "--retain-last", type=int, metavar="N", help="keep the newest N snapshots (default: the table's options)")
-    command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
+    demo = command("demo", cmd_demo, "run the CDC pipeline demo: Debezium events in Kafka kept in a managed table "
+                   "by a Spark streaming job, its changes flowing on downstream, checked end to end", table=False)
+    demo.add_argument("--python", action="store_true",
+                      help="the file-store demo instead (Python only: no Kafka, no Spark)")
+    demo.add_argument("--seconds", type=float, default=60.0, help="how long the source emits events (default: 60)")
+    demo.add_argument("--rate", type=int, default=2000, help="source events per second (default: 2000)")
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
                   table=False)
     given = sql.add_mutually_exclusive_group()

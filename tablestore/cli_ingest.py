@@ -20,7 +20,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from logstore import LogStoreError
+from logstore import LogStoreError, topic_partitions
 from tablestore.cdc import FORMATS
 
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
@@ -103,7 +103,6 @@ def _summary(progress: Any) -> str:
 def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """The command; `usage_error` is the CLI's usage error class (exit 1)."""
     import tablestore.spark
-    from logstore.kafka import KafkaAdmin
     from tablestore.spark.ingest import IngestConfig, IngestJob
 
     warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
@@ -115,8 +114,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         conf = _pairs(args.conf, "--conf")
     except argparse.ArgumentTypeError as e:
         raise usage_error(str(e)) from None
-    admin = KafkaAdmin({"bootstrap.servers": args.bootstrap_servers})
-    if admin.partitions(args.topic) is None:
+    if topic_partitions({"bootstrap.servers": args.bootstrap_servers}, args.topic) is None:
         raise LogStoreError(f"topic {args.topic!r} does not exist on {args.bootstrap_servers}")
     catalog_options = {"log.properties.bootstrap.servers": args.bootstrap_servers} if args.create else {}
     config = IngestConfig(

@@ -14,5 +14,15 @@ from tablestore.cdc.schemas import (
     record_schema,
 )
 
-__all__ = ["FORMATS", "CdcSchemaError", "Evolution", "KnownSchema", "RecordSchema", "Signature", "debezium_signature",
-           "evolution", "known_schema", "record_schema"]
+__all__ = [
+    "CdcSchemaError",
+    "Evolution",
+    "FORMATS",
+    "KnownSchema",
+    "RecordSchema",
+    "Signature",
+    "debezium_signature",
+    "evolution",
+    "known_schema",
+    "record_schema",
+]

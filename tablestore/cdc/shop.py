@@ -4,7 +4,8 @@ them) and the table's true state after them. The demo (`tablestore demo`), the i
 it into a topic and check a managed table against `truth`.
 
 Columns: order_id BIGINT (the key), customer_id INT, status STRING, amount DECIMAL(10,2) (Debezium's precise mode:
-base64 bytes), created_at (io.debezium.time.MicroTimestamp); after `add_coupon()` the source table has a new
+base64 bytes), created_at and updated_at (io.debezium.time.MicroTimestamp; updated_at is when the event was made,
+so a reader downstream can tell how old a change is); after `add_coupon()` the source table has a new
 column `coupon` STRING, as after an ALTER TABLE in the source database; after `widen_customer()` customer_id is a
 BIGINT (declared int64) and new customers' ids no longer fit an INT. Events: inserts (`c`), updates (`u` with
 before and after), deletes (`d`, then a tombstone), and primary-key changes (Debezium's `d` of the old key, its
@@ -38,6 +39,7 @@ def _value_schema(coupon: bool, wide: bool = False) -> dict[str, Any]:
         _field("amount", "bytes", True, name="org.apache.kafka.connect.data.Decimal", version=1,
                parameters={"scale": "2", "connect.decimal.precision": "10"}),
         _field("created_at", "int64", True, name="io.debezium.time.MicroTimestamp", version=1),
+        _field("updated_at", "int64", True, name="io.debezium.time.MicroTimestamp", version=1),
     ]
     if coupon:
         columns.append(_field("coupon", "string", True))
@@ -52,6 +54,11 @@ def _value_schema(coupon: bool, wide: bool = False) -> dict[str, Any]:
 
 _KEY_SCHEMA = {"type": "struct", "optional": False, "name": "shop.public.orders.Key",
                "fields": [_field("order_id", "int64", False)]}
+
+
+def _now() -> dt.datetime:
+    """The wall clock as the naive UTC datetime a MicroTimestamp column reads back as."""
+    return EPOCH + dt.timedelta(microseconds=time.time_ns() // 1000)
 
 
 def _decimal_bytes(value: Decimal) -> str:
@@ -98,7 +105,8 @@ class ShopOrders:
                     "status": rng.choice(("new", "paid", "shipped", "delivered")),
                     "amount": Decimal(rng.randrange(100, 100000)) / 100,
                     "created_at": EPOCH + dt.timedelta(microseconds=rng.randrange(1_600_000_000_000_000,
-                                                                                  1_700_000_000_000_000))}
+                                                                                  1_700_000_000_000_000)),
+                    "updated_at": _now()}
         if self.coupon:
             row["coupon"] = rng.choice((None, "WELCOME", "SPRING10"))
         return row
@@ -109,6 +117,7 @@ class ShopOrders:
         out = dict(row)
         out["amount"] = None if row["amount"] is None else _decimal_bytes(row["amount"])
         out["created_at"] = (row["created_at"] - EPOCH) // dt.timedelta(microseconds=1)
+        out["updated_at"] = (row["updated_at"] - EPOCH) // dt.timedelta(microseconds=1)
         if not self.coupon:
             out.pop("coupon", None)
         return out
@@ -163,7 +172,7 @@ class ShopOrders:
         rng = self._rng
         before = self.truth[order_id]
         after = dict(before, status=rng.choice(("paid", "shipped", "delivered", "returned")),
-                     amount=Decimal(rng.randrange(100, 100000)) / 100)
+                     amount=Decimal(rng.randrange(100, 100000)) / 100, updated_at=_now())
         if self.coupon:
             after.setdefault("coupon", None)
         self.truth[order_id] = after
@@ -177,7 +186,7 @@ class ShopOrders:
         yield self.key(order_id), None
         if move:
             new_id, self._next_id = self._next_id, self._next_id + 1
-            moved = dict(before, order_id=new_id)
+            moved = dict(before, order_id=new_id, updated_at=_now())
             if self.coupon:
                 moved.setdefault("coupon", None)
             self.truth[new_id] = moved

@@ -27,6 +27,7 @@ micro-batch is committed and a restart resumes there.
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import re
 import threading
@@ -38,7 +39,7 @@ import pyarrow as pa
 
 import catalog
 import logstore
-from catalog.options import INGEST_SCHEMA_EVOLUTION
+from catalog import INGEST_SCHEMA_EVOLUTION
 from filestore import widens
 from tablestore.cdc import CdcSchemaError, evolution, record_schema
 from tablestore.cdc.schemas import Evolution
@@ -122,16 +123,32 @@ def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
     return f"{handle.store.paths.checkpoint_dir}/ingest-{topic}"
 
 
+def _offsets(value: Any) -> Any:
+    """A source's offsets in a query's progress: a dict, or (PySpark's progress objects) its JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _lag(progress: Mapping[str, Any]) -> int | None:
+    """Kafka records behind: the source's latest offsets minus what the micro-batch read up to."""
     total = 0
     for source in progress.get("sources") or []:
-        latest, end = source.get("latestOffset"), source.get("endOffset")
+        latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
         if not isinstance(latest, dict) or not isinstance(end, dict):
             return None
         for topic, partitions in latest.items():
             for p, offset in partitions.items():
                 total += max(0, int(offset) - int(end.get(topic, {}).get(p, offset)))
     return total
+
+
+def _end_offsets(progress: Mapping[str, Any]) -> dict[int, int]:
+    """The Kafka offsets a micro-batch read up to, per partition (its source's `endOffset`)."""
+    out: dict[int, int] = {}
+    for source in progress.get("sources") or []:
+        end = _offsets(source.get("endOffset"))
+        for partitions in (end or {}).values():
+            out.update({int(p): int(o) for p, o in partitions.items()})
+    return out
 
 
 _WHERE = re.compile(r"in topic (?P<topic>\S+) partition (?P<partition>\d+) offset (?P<offset>\d+): (?P<detail>[^\n]*)")
@@ -150,6 +167,8 @@ class IngestJob:
         self._query: "StreamingQuery | None" = None
         self._seen_batches: set[int] = set()
         self._samples: list[logstore.KafkaRecord] = []
+        self.commits: list[tuple[dict[int, int], int]] = []
+        """Per micro-batch committed: the Kafka offsets it read up to (per partition) and its snapshot's time (ms)."""
         self.checkpoint: str | None = None
 
     def _properties(self) -> dict[str, str]:
@@ -254,11 +273,12 @@ class IngestJob:
             p.events_per_s = float(progress.get("processedRowsPerSecond") or 0.0)
             p.lag = _lag(progress)
             if rows:
-                self._commit_latency(query, batch, metrics.get("max_ts_ms"))
+                self._commit_latency(query, batch, metrics.get("max_ts_ms"), _end_offsets(progress))
         if self.on_progress is not None:
             self.on_progress(p)
 
-    def _commit_latency(self, query: "StreamingQuery", batch: int, max_ts_ms: int | None) -> None:
+    def _commit_latency(self, query: "StreamingQuery", batch: int, max_ts_ms: int | None,
+                        ends: dict[int, int]) -> None:
         """The snapshot of micro-batch `batch`: counted, and how long after the batch's start (and after its newest
         event) it was committed."""
         store = catalog.Catalog(self.config.warehouse).get_table(self.config.table).store
@@ -274,6 +294,7 @@ class IngestJob:
         if snapshot is None:
             return
         self.progress.snapshots += 1
+        self.commits.append((ends, snapshot.time_millis))
         recent = {int(q.get("batchId", -1)): q for q in query.recentProgress or []}
         started_at = recent.get(batch, {}).get("timestamp")
         if started_at:
