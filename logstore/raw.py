@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from collections.abc import Iterable
 
@@ -97,7 +97,7 @@ class RawProducer:
         self._bootstrap = properties.get("bootstrap.servers")
         self._producer = Producer(producer_config(properties, transactional_id=None))
         self._track = track
-        self.delivered: list[tuple[int, int, object]] = []
+        self.delivered: list[tuple[int, int, Any]] = []
         self._failed: list[object] = []
         self.count = 0
 

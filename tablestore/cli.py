@@ -262,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "by a Spark streaming job, its changes flowing on downstream, checked end to end", table=False)
     demo.add_argument("--python", action="store_true",
                       help="the file-store demo instead (Python only: no Kafka, no Spark)")
+    # with --warehouse W the demo's table W/shop.db/orders is dropped first and kept at the end
     demo.add_argument("--seconds", type=float, default=60.0, help="how long the source emits events (default: 60)")
     demo.add_argument("--rate", type=int, default=2000, help="source events per second (default: 2000)")
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",

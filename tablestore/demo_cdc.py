@@ -98,19 +98,7 @@ def _downstream(spark: Any, warehouse: str, checkpoint: str, state: DemoState) -
 
 def _table_latencies(job: Any, producer: logstore.RawProducer) -> list[float]:
     """Per event: the commit time of the snapshot of the micro-batch that read it, minus when it was made."""
-    return event_commit_latencies(job, [(p, o, float(t)) for p, o, t in producer.delivered])  # type: ignore[arg-type]
-
-
-def event_commit_latencies(job: Any, events: list[tuple[int, int, float]]) -> list[float]:
-    """For (partition, offset, made at, epoch s) events: seconds from made to the commit that holds each."""
-    commits = job.commits   # (end offsets per partition, commit time ms) per micro-batch, in order
-    out = []
-    for partition, offset, made in events:
-        for ends, commit_ms in commits:
-            if offset < ends.get(partition, -1):
-                out.append(commit_ms / 1000 - made)
-                break
-    return out
+    return job.event_latencies([(p, o, float(t)) for p, o, t in producer.delivered])
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -147,6 +135,8 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
     warehouse = warehouse or tempfile.mkdtemp(prefix="tablestore-demo-")
     console.print(f"broker {bootstrap}, warehouse {warehouse}; starting Spark")
     try:
+        if tablestore.Catalog(warehouse).table_exists(TABLE):   # a warehouse of an earlier demo: start afresh
+            tablestore.Catalog(warehouse).drop_table(TABLE)
         properties = {"bootstrap.servers": bootstrap}
         logstore.recreate_topic(properties, TOPIC, partitions=2)
         shop = ShopOrders(keys=keys, key_change_ratio=0.01)
@@ -156,7 +146,7 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
         producer.flush()
         spark = tablestore.spark.session(warehouse, master="local[2]", kafka=True, app_name="tablestore-demo",
                                          **{"spark.sql.shuffle.partitions": "2"})
-        spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.setLogLevel("OFF")   # the demo reports its own errors; Spark logs expected ones too
         state = DemoState()
         job = IngestJob(spark, IngestConfig(
             table=TABLE, topic=TOPIC, bootstrap_servers=bootstrap, warehouse=warehouse, create=True,
@@ -179,6 +169,8 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
             deadline = None
             while ingest.is_alive() and not state.errors:
                 live.update(_view(state, job, t0))
+                if down.exception() is not None:
+                    state.errors.append(f"downstream query: {down.exception()}")
                 time.sleep(0.5)
                 if state.done_producing:
                     deadline = deadline or time.monotonic() + 120
@@ -217,7 +209,7 @@ def _same_revenue(got: dict[int, Decimal], expected: dict[int, Decimal]) -> bool
 
 
 def _files(table: tablestore.Table) -> int:
-    return int(table.describe()["file_count"])
+    return int(str(table.describe()["file_count"]))
 
 
 def _report(console: Any, shop: ShopOrders, table: tablestore.Table, state: DemoState, job: Any,

@@ -24,7 +24,7 @@ else as ns (exact for every instant after 1973). A decimal sent as a JSON number
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -105,7 +105,7 @@ def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
         raise ValueError(f"unknown CDC format {spec.format!r}: use one of {', '.join(FORMATS)}")
     plan = PLANS[spec.format](spec)
     meta = [F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET)]
-    keep = [*(["key"] if plan.needs_key else []), "timestamp", *meta, F.col("value").isNull().alias("tomb")]
+    keep: list[Any] = [*(["key"] if plan.needs_key else []), "timestamp", *meta, F.col("value").isNull().alias("tomb")]
     parse = plan.parse or (((("e", f"from_json(CAST(value AS STRING), {lit(plan.envelope)})"),),))
     df = raw.select(*keep, "value")
     for i, step in enumerate(parse):

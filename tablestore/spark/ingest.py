@@ -171,6 +171,17 @@ class IngestJob:
         """Per micro-batch committed: the Kafka offsets it read up to (per partition) and its snapshot's time (ms)."""
         self.checkpoint: str | None = None
 
+    def event_latencies(self, events: list[tuple[int, int, float]]) -> list[float]:
+        """For events given as (partition, offset, made at in epoch seconds): the seconds from each one's making to
+        the commit of the snapshot that holds it (the events of micro-batches not committed yet are left out)."""
+        out = []
+        for partition, offset, made in events:
+            for ends, commit_ms in self.commits:
+                if offset < ends.get(partition, -1):
+                    out.append(commit_ms / 1000 - made)
+                    break
+        return out
+
     def _properties(self) -> dict[str, str]:
         return {"bootstrap.servers": self.config.bootstrap_servers, **_kafka_properties(self.config)}
 
@@ -233,7 +244,7 @@ class IngestJob:
         stop_after: int | None = None
         while True:
             try:
-                if query.awaitTermination(self.config.poll_s):
+                if query.awaitTermination(self.config.poll_s):  # type: ignore[arg-type]  # seconds, fractional
                     self._update(query, started)
                     return None
             except StreamingQueryException as e:
@@ -243,15 +254,15 @@ class IngestJob:
             if self._stop.is_set() and not stopping:
                 stopping = True
                 self.state = self.progress_state(State.STOP)
-                active = bool((query.status or {}).get("isTriggerActive"))
-                last = (query.lastProgress or {}).get("batchId")
+                active = bool(_status(query).get("isTriggerActive"))
+                last = _last(query).get("batchId")
                 stop_after = (int(last) + 1) if active and last is not None else None
                 if stop_after is None:
                     query.stop()
                     continue
             if stopping and stop_after is not None:
-                done = (query.lastProgress or {}).get("batchId")
-                if (done is not None and int(done) >= stop_after) or not (query.status or {}).get("isTriggerActive"):
+                done = _last(query).get("batchId")
+                if (done is not None and int(done) >= stop_after) or not _status(query).get("isTriggerActive"):
                     query.stop()
                     stop_after = None
 
@@ -295,7 +306,7 @@ class IngestJob:
             return
         self.progress.snapshots += 1
         self.commits.append((ends, snapshot.time_millis))
-        recent = {int(q.get("batchId", -1)): q for q in query.recentProgress or []}
+        recent: dict[int, dict[str, Any]] = {int(q.get("batchId", -1)): q for q in query.recentProgress or []}
         started_at = recent.get(batch, {}).get("timestamp")
         if started_at:
             import datetime as dt
@@ -334,8 +345,7 @@ class IngestJob:
             raise IngestError(f"table {handle.identifier!r}: the record at topic {record.topic} partition "
                               f"{record.partition} offset {record.offset} was taken for a schema change ({detail}), "
                               f"but the table already takes its columns")
-        policy = INGEST_SCHEMA_EVOLUTION.parse(dict(handle.options.raw).get(INGEST_SCHEMA_EVOLUTION.key,
-                                                                            INGEST_SCHEMA_EVOLUTION.default))
+        policy = handle.options.get(INGEST_SCHEMA_EVOLUTION)
         if policy == "fail":
             raise IngestError(f"table {handle.identifier!r}: the source's schema changed at topic {record.topic} "
                               f"partition {record.partition} offset {record.offset} ({change.describe()}) and "
@@ -369,6 +379,14 @@ def _widen_overflow(handle: "CatalogTable", found: Any, column: str, detail: str
                              f"to {new}" + (" (a primary-key column's type cannot change)"
                                             if column in handle.schema.primary_keys else ""))
     return Evolution(widen=((column, new),))
+
+
+def _status(query: "StreamingQuery") -> dict[str, Any]:
+    return dict(query.status or {})
+
+
+def _last(query: "StreamingQuery") -> dict[str, Any]:
+    return dict(query.lastProgress or {})
 
 
 def _kafka_properties(config: IngestConfig) -> dict[str, str]:

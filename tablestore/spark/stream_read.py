@@ -93,6 +93,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                           "for Python stream readers); on this PySpark every trigger reads all available changes",
                           RuntimeWarning, stacklevel=2)
         self._target: dict[str, Any] | None = None
+        self.stream_schema = schema
 
     # -- offsets ----------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -189,7 +190,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangesPartition)
         fault_point("stream-read")
-        schema = changes_schema(self.ref)
+        schema = stream_schema(self.ref, self.stream_schema)
         handle = self.ref.handle()
         if partition.kind == "base":
             from tablestore.table import Table
@@ -218,6 +219,26 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def stream_schema(ref: TableRef, started: "StructType") -> pa.Schema:
+    """The batches' schema: the columns the stream started with (Spark fixes a stream's schema at its start),
+    in the table's types unless a type was widened since, then in the started type. Columns added since are
+    left out until the query restarts; a column the table no longer has is an error naming it."""
+    from tablestore.spark.types import read_schema, spark_type
+
+    table = changes_schema(ref)
+    wanted = read_schema(started)
+    fields = []
+    for field in started:
+        if table.get_field_index(field.name) < 0:
+            raise DataSourceOptionError(
+                f"table {ref.identifier!r}: column {field.name!r} of this stream is no longer in the table; "
+                "restart the query from a new checkpoint")
+        now = table.field(field.name)
+        same = field.name == ROW_KIND_COLUMN or spark_type(now.type, now.name) == field.dataType
+        fields.append(now if same else wanted.field(field.name))
+    return pa.schema(fields)
 
 
 def _normalize(options: dict[str, str], ref: TableRef) -> bool:

@@ -201,7 +201,8 @@ def test_the_known_schema_fast_path_decodes_as_the_general_path(spark: Any) -> N
     shop = ShopOrders(keys=30, key_change_ratio=0.05)
     events = list(shop.events(120))
     schema = pa.schema([pa.field("order_id", pa.int64(), False), ("customer_id", pa.int32()), ("status", pa.string()),
-                        ("amount", pa.decimal128(10, 2)), ("created_at", pa.timestamp("us"))])
+                        ("amount", pa.decimal128(10, 2)), ("created_at", pa.timestamp("us")),
+                        ("updated_at", pa.timestamp("us"))])
     known = known_schema(events[0][1])
     assert known is not None and known.head is not None
     general = DecodeSpec("debezium-json", "db.t", schema, ("order_id",))

@@ -143,3 +143,37 @@ def test_jvm_writer_writes_the_evolved_schema_or_steps_aside(spark: Any, tmp_pat
     assert len(third) == len(second) + 1 and ("parquet-cpp-arrow", 1) in third
     assert sorted(tuple(r.values()) for r in t.read().to_pylist()) == [(1, 1, None), (2, 20, "x"), (3, 30, "y"),
                                                                       (4, 40, None)]
+
+
+def test_a_running_stream_of_changes_keeps_its_columns_after_a_column_is_added(spark: Any, tmp_path: Path) -> None:
+    """Spark fixes a stream's schema at its start: a reader of a table's changes started before `add_column` and a
+    widening keeps delivering the rows in its columns and types; a restarted reader sees the new column."""
+    wh = tmp_path / "wh"
+    cat = tablestore.Catalog(str(wh))
+    cat.create_database("db")
+    t = cat.create_table("db.s", pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int32())]),
+                         primary_key=["id"])
+    t.write(pa.table({"id": [1, 2], "v": pa.array([1, 2], pa.int32())}))
+    got: list[tuple[Any, ...]] = []
+    stream = spark.readStream.format("managed").option("warehouse", str(wh)).load("db.s")
+    query = (stream.writeStream.foreachBatch(lambda df, _: got.extend(tuple(r) for r in df.collect()))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+    try:
+        _until(lambda: len(got) >= 2, query)
+        t.add_column("c", pa.string())
+        t.alter_column_type("v", pa.int64())
+        t.write(pa.table({"id": [3], "v": [30], "c": ["x"]}))
+        _until(lambda: len(got) >= 3, query)
+    finally:
+        query.stop()
+    assert sorted(got) == [("+I", 1, 1), ("+I", 2, 2), ("+I", 3, 30)]
+    restarted = spark.readStream.format("managed").option("warehouse", str(wh)).load("db.s")
+    assert restarted.columns == ["_row_kind", "id", "v", "c"]
+
+
+def _until(done: Any, query: Any, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, "the stream delivered too little in time"
+        time.sleep(0.2)
