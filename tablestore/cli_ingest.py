@@ -70,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an option of Spark's Kafka source (e.g. kafka.security.protocol=SSL); repeatable")
     p.add_argument("--master", default=None, help="Spark master (default: local[*])")
     p.add_argument("--conf", action="append", metavar="K=V", help="a Spark setting; repeatable")
+    p.add_argument("--spark-log-level", default="OFF", choices=("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG"),
+                   help="Spark's own log on stderr (default: OFF: the job reports its errors itself, in one line; "
+                        "a schema change it follows is no error)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",
                    help="print progress this often (default: %(default)s)")
 
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         bad_records=args.bad_records, kafka_options=kafka_options, table_options=table_options,
         catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger)
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest", **conf)
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(args.spark_log_level)
     job = IngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
     stops = [0]
 

@@ -27,7 +27,6 @@ micro-batch is committed and a restart resumes there.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import re
 import threading
@@ -47,6 +46,7 @@ from tablestore.errors import TableStoreError
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
 from tablestore.spark.datasource import TableRef
+from tablestore.spark.ingest_progress import IngestProgress, end_offsets, lag, last_progress, status
 from tablestore.spark.stream_write import commit_user
 
 if TYPE_CHECKING:
@@ -91,64 +91,9 @@ class IngestConfig:
     poll_s: float = 1.0
 
 
-@dataclass
-class IngestProgress:
-    """What the job reports while it runs (and its summary at the end)."""
-
-    table: str
-    batches: int = 0
-    events: int = 0
-    rows: int = 0
-    events_per_s: float = 0.0
-    lag: int | None = None
-    snapshots: int = 0
-    last_commit_s: float | None = None
-    event_to_commit_s: float | None = None
-    bad_records: int = 0
-    schema_changes: list[str] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    state: str = State.RESOLVE.value
-
-    def line(self) -> str:
-        lag = "?" if self.lag is None else f"{self.lag:,}"
-        commit = "-" if self.last_commit_s is None else f"{self.last_commit_s:.2f} s"
-        fresh = "" if self.event_to_commit_s is None else f", newest event {self.event_to_commit_s:.1f} s old"
-        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
-        return (f"{self.table}: {self.events:,} events ({self.events_per_s:,.0f}/s)  lag {lag}  "
-                f"snapshots {self.snapshots}  last commit {commit}{fresh}{bad}")
-
-
 def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
     """`<table>/checkpoint/ingest-<topic>`: the table's directory keeps its ingest job's state (filestore.paths)."""
     return f"{handle.store.paths.checkpoint_dir}/ingest-{topic}"
-
-
-def _offsets(value: Any) -> Any:
-    """A source's offsets in a query's progress: a dict, or (PySpark's progress objects) its JSON text."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _lag(progress: Mapping[str, Any]) -> int | None:
-    """Kafka records behind: the source's latest offsets minus what the micro-batch read up to."""
-    total = 0
-    for source in progress.get("sources") or []:
-        latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
-        if not isinstance(latest, dict) or not isinstance(end, dict):
-            return None
-        for topic, partitions in latest.items():
-            for p, offset in partitions.items():
-                total += max(0, int(offset) - int(end.get(topic, {}).get(p, offset)))
-    return total
-
-
-def _end_offsets(progress: Mapping[str, Any]) -> dict[int, int]:
-    """The Kafka offsets a micro-batch read up to, per partition (its source's `endOffset`)."""
-    out: dict[int, int] = {}
-    for source in progress.get("sources") or []:
-        end = _offsets(source.get("endOffset"))
-        for partitions in (end or {}).values():
-            out.update({int(p): int(o) for p, o in partitions.items()})
-    return out
 
 
 _WHERE = re.compile(r"in topic (?P<topic>\S+) partition (?P<partition>\d+) offset (?P<offset>\d+): (?P<detail>[^\n]*)")
@@ -209,8 +154,9 @@ class IngestJob:
                 self.state = self.progress_state(State.DONE)
                 self._report(started)
                 return self.progress
-            if SCHEMA_CHANGE not in failure:
-                raise IngestError(_message(failure)) from None
+            marker, message = _decoder_error(failure)
+            if marker != SCHEMA_CHANGE:
+                raise IngestError(message) from None
             self.state = self.progress_state(State.EVOLVE)
             handle = self._evolve(ref, handle, failure)
 
@@ -254,15 +200,15 @@ class IngestJob:
             if self._stop.is_set() and not stopping:
                 stopping = True
                 self.state = self.progress_state(State.STOP)
-                active = bool(_status(query).get("isTriggerActive"))
-                last = _last(query).get("batchId")
+                active = bool(status(query).get("isTriggerActive"))
+                last = last_progress(query).get("batchId")
                 stop_after = (int(last) + 1) if active and last is not None else None
                 if stop_after is None:
                     query.stop()
                     continue
             if stopping and stop_after is not None:
-                done = _last(query).get("batchId")
-                if (done is not None and int(done) >= stop_after) or not _status(query).get("isTriggerActive"):
+                done = last_progress(query).get("batchId")
+                if (done is not None and int(done) >= stop_after) or not status(query).get("isTriggerActive"):
                     query.stop()
                     stop_after = None
 
@@ -282,9 +228,9 @@ class IngestJob:
             if self.config.bad_records == "skip":
                 p.bad_records += metrics.get("bad", 0)
             p.events_per_s = float(progress.get("processedRowsPerSecond") or 0.0)
-            p.lag = _lag(progress)
+            p.lag = lag(progress)
             if rows:
-                self._commit_latency(query, batch, metrics.get("max_ts_ms"), _end_offsets(progress))
+                self._commit_latency(query, batch, metrics.get("max_ts_ms"), end_offsets(progress))
         if self.on_progress is not None:
             self.on_progress(p)
 
@@ -324,7 +270,7 @@ class IngestJob:
     # -- schema evolution ------------------------------------------------------------------------------------
     def _evolve(self, ref: TableRef, handle: "CatalogTable", failure: str) -> "CatalogTable":
         c = self.config
-        where = _WHERE.search(failure)
+        where = _WHERE.search(_message(failure))
         if where is None:
             raise IngestError(_message(failure))
         detail = where.group("detail")
@@ -381,23 +327,22 @@ def _widen_overflow(handle: "CatalogTable", found: Any, column: str, detail: str
     return Evolution(widen=((column, new),))
 
 
-def _status(query: "StreamingQuery") -> dict[str, Any]:
-    return dict(query.status or {})
-
-
-def _last(query: "StreamingQuery") -> dict[str, Any]:
-    return dict(query.lastProgress or {})
-
-
 def _kafka_properties(config: IngestConfig) -> dict[str, str]:
     """The Spark Kafka source's `kafka.*` options as client properties (security settings and the like)."""
     return {k[len("kafka."):]: v for k, v in config.kafka_options.items() if k.startswith("kafka.")}
 
 
+def _decoder_error(failure: str) -> tuple[str | None, str]:
+    """The decoder's marker (BAD_RECORD, SCHEMA_CHANGE or None) and its message line out of Spark's exception text:
+    the first marker in it (the text goes on with the query's plan, whose expressions hold both markers)."""
+    found = [(i, m) for m in (BAD_RECORD, SCHEMA_CHANGE) if (i := failure.find(m + ": ")) >= 0]
+    if not found:
+        return None, failure.strip().split("\n")[0]
+    i, marker = min(found)
+    line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", failure[i + len(marker) + 2:].split("\n")[0])
+    return marker, line.rstrip(" .'\"")
+
+
 def _message(failure: str) -> str:
     """The decoder's own message out of Spark's exception text (marker dropped), else Spark's first line."""
-    for marker in (BAD_RECORD, SCHEMA_CHANGE):
-        i = failure.find(marker + ": ")
-        if i >= 0:
-            return failure[i + len(marker) + 2:].split("\n")[0].rstrip(" .'\"")
-    return failure.strip().split("\n")[0]
+    return _decoder_error(failure)[1]
