@@ -13,9 +13,11 @@ Kafka topic into a managed primary-key table with a transactional log, local[2].
    job runs with a 1 s trigger, once its first micro-batch (Spark's warm-up) is committed; per event, the time from
    its entry into Kafka to the commit of the snapshot that holds it (offsets of each micro-batch from the query's
    progress, commit times from the snapshots): p50, p99 of all of them and of the second half's (steady state,
-   after the backlog of Spark's slower first batches). Target: p99 <= 5 s.
-3. startup: a fresh session (jars cached) and the time from `start()` to the first committed snapshot, against the
-   session's own start. Target: <= 5 s.
+   after the backlog of Spark's slower first batches). Target: p99 <= 5 s. The same for the floor's query (its
+   micro-batches' ends as commit times), played the same events.
+3. startup: a fresh process (jars cached): the session's start, then the time from `start()` to the first
+   committed snapshot (target: <= 5 s); the same for the floor's query, in a fresh process of its own: Spark's own
+   first micro-batch from Kafka.
 Prints a table and writes bench/out/ingest_bench.json. Needs the Kafka broker (TABLESTORE_KAFKA_PORT or 19092; it
 is started if it is not running). Figures depend on the machine's load: compare ratios of one run.
 """
@@ -43,6 +45,7 @@ from logstore import broker  # noqa: E402
 from logstore.kafka import KafkaAdmin  # noqa: E402
 from tablestore.cdc.shop import ShopOrders  # noqa: E402
 from tablestore.spark.ingest import IngestConfig, IngestJob  # noqa: E402
+from tablestore.spark.ingest_progress import batch_commits, event_latencies  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 TABLE = "shop.orders"
@@ -64,17 +67,25 @@ def _job(spark: Any, warehouse: str, topic: str, bootstrap: str, **kwargs: Any) 
     return IngestJob(spark, config)
 
 
-def _floor(spark: Any, topic: str, bootstrap: str, out: Path, batch: int) -> float:
+def _floor_query(spark: Any, topic: str, bootstrap: str, out: Path, *, batch: int | None = None,
+                 trigger: str | None = None) -> Any:
+    """The floor: Spark's Kafka source, the payload decoded by `from_json`, rows appended to Parquet."""
     from pyspark.sql import functions as F
 
-    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-           .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(batch)).load())
-    decoded = raw.select(F.from_json(F.col("value").cast("string"), FLOOR_PAYLOAD).alias("e")).select(
+    source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    if batch:
+        source = source.option("maxOffsetsPerTrigger", str(batch))
+    decoded = source.load().select(F.from_json(F.col("value").cast("string"), FLOOR_PAYLOAD).alias("e")).select(
         F.col("e.payload.op").alias("op"), "e.payload.after.*")
+    writer = (decoded.writeStream.format("parquet").option("path", str(out / "data"))
+              .option("checkpointLocation", str(out / "ck")))
+    return writer.trigger(processingTime=trigger).start() if trigger else writer.trigger(availableNow=True).start()
+
+
+def _floor(spark: Any, topic: str, bootstrap: str, out: Path, batch: int) -> float:
     start = time.perf_counter()
-    query = (decoded.writeStream.format("parquet").option("path", str(out / "data"))
-             .option("checkpointLocation", str(out / "ck")).trigger(availableNow=True).start())
-    query.awaitTermination()
+    _floor_query(spark, topic, bootstrap, out, batch=batch).awaitTermination()
     return time.perf_counter() - start
 
 
@@ -107,53 +118,66 @@ def throughput(spark: Any, args: argparse.Namespace, bootstrap: str, work: Path)
 
 
 def latency(spark: Any, args: argparse.Namespace, bootstrap: str, work: Path) -> dict[str, Any]:
-    """Steady state: the job runs (its first micro-batch, which warms Spark up, is committed) before the player
-    starts; the events are made beforehand so that playing them costs the machine only the producer's sends."""
+    """The ingest job and the floor (Kafka -> from_json -> Parquet at the same 1 s trigger), each in steady state:
+    the query runs (its first micro-batch, which warms Spark up, is done) before the player starts; the events are
+    made beforehand so that playing them costs the machine only the producer's sends."""
+    return {"floor": _latency_of("floor", spark, args, bootstrap, work),
+            "ingest": _latency_of("ingest", spark, args, bootstrap, work)}
+
+
+def _latency_of(system: str, spark: Any, args: argparse.Namespace, bootstrap: str, work: Path) -> dict[str, Any]:
     topic = _topic(bootstrap, args.partitions)
     shop = ShopOrders(keys=args.keys, seed=5)
     logstore.produce_raw({"bootstrap.servers": bootstrap}, topic, shop.events(100))   # the table is created from it
     events = list(shop.events(args.rate * args.seconds))
-    stop = threading.Event()
-
-    def play() -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4",
-                             "queue.buffering.max.messages": 1_000_000})
-        sent = 0
-        start = time.monotonic()
-        while not stop.is_set() and sent < len(events):
-            due = min(len(events), int((time.monotonic() - start) * args.rate))
-            for key, value in events[sent:due]:
-                producer.produce(topic, key=key, value=value)
-            producer.poll(0)
-            sent = max(sent, due)
-            time.sleep(0.02)
-        producer.flush(30)
-
-    job = _job(spark, str(work / "wh-latency"), topic, bootstrap, trigger_interval="1 second")
-    runner = threading.Thread(target=job.run, daemon=True)
-    runner.start()
-    while not job.commits and runner.is_alive():
-        time.sleep(0.1)
-    player = threading.Thread(target=play, daemon=True)
-    player.start()
-    player.join()
+    if system == "ingest":
+        job = _job(spark, str(work / f"wh-latency-{topic}"), topic, bootstrap, trigger_interval="1 second")
+        runner = threading.Thread(target=job.run, daemon=True)
+        runner.start()
+        while not job.commits and runner.is_alive():
+            time.sleep(0.1)
+    else:
+        query = _floor_query(spark, topic, bootstrap, work / f"floor-{topic}", trigger="1 second")
+        while not batch_commits(query) and query.isActive:
+            time.sleep(0.1)
+    _play(events, topic, bootstrap, args.rate)
     time.sleep(10)
-    job.request_stop()
-    runner.join(120)
-    assert job._query is not None
-    batches = [(int(p["batchId"]), int(p["numInputRows"]), p["durationMs"]) for p in job._query.recentProgress]
-    for batch, rows, took in batches:
-        print(f"  batch {batch}: {rows:,} events, {took.get('triggerExecution', 0) / 1000:.2f} s "
-              f"(addBatch {took.get('addBatch', 0) / 1000:.2f} s)")
-    return _event_latencies(job, topic, bootstrap) | {"rate": args.rate, "seconds": args.seconds}
+    if system == "ingest":
+        job.request_stop()
+        runner.join(120)
+        query = job._query
+        commits = job.commits
+    else:
+        commits = batch_commits(query)
+        query.stop()
+    for p in query.recentProgress:
+        took = p["durationMs"]
+        print(f"  {system} batch {p['batchId']}: {p['numInputRows']:,} events, "
+              f"{took.get('triggerExecution', 0) / 1000:.2f} s (addBatch {took.get('addBatch', 0) / 1000:.2f} s)")
+    return _event_latencies(commits, topic, bootstrap)
 
 
-def _event_latencies(job: IngestJob, topic: str, bootstrap: str) -> dict[str, Any]:
-    """Per event played: the time of the commit of the snapshot that holds it minus the time it entered Kafka (its
-    record's CreateTime, stamped by the producer as it sends: the stand-in for Debezium's `ts_ms` of an event that
-    is sent as it happens)."""
+def _play(events: list[tuple[bytes, bytes | None]], topic: str, bootstrap: str, rate: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4",
+                         "queue.buffering.max.messages": 1_000_000})
+    sent = 0
+    start = time.monotonic()
+    while sent < len(events):
+        due = min(len(events), int((time.monotonic() - start) * rate))
+        for key, value in events[sent:due]:
+            producer.produce(topic, key=key, value=value)
+        producer.poll(0)
+        sent = max(sent, due)
+        time.sleep(0.02)
+    producer.flush(30)
+
+
+def _event_latencies(commits: list[tuple[dict[int, int], int]], topic: str, bootstrap: str) -> dict[str, Any]:
+    """Per event played: the time of the commit that holds it minus the time it entered Kafka (its record's
+    CreateTime, stamped by the producer as it sends: the stand-in for Debezium's `ts_ms` of an event sent as it
+    happens). The ingest job's commits are its snapshots' times; the floor's its micro-batches' ends."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
@@ -165,12 +189,12 @@ def _event_latencies(job: IngestJob, topic: str, bootstrap: str) -> dict[str, An
         messages = consumer.consume(5000, 0.5)
         if messages:
             quiet = time.monotonic()
-        made += [(m.partition(), m.offset(), m.timestamp()[1] / 1000) for m in messages if m.value() is not None]
+        made += [(int(m.partition() or 0), int(m.offset() or 0), m.timestamp()[1] / 1000) for m in messages
+                 if m.value() is not None]
     consumer.close()
-    made = [e for e in made if e[1] >= 60]   # not the first events, which the warm-up batch read
-    made.sort(key=lambda e: e[2])
-    steady = made[len(made) // 2:]   # the second half: the job has caught up with its warm-up's backlog
-    return {"all": _summary(job.event_latencies(made)), "steady": _summary(job.event_latencies(steady))}
+    made = sorted((e for e in made if e[1] >= 60), key=lambda e: e[2])   # not the warm-up batch's first events
+    steady = made[len(made) // 2:]   # the second half: the job has caught up with any backlog of its first batches
+    return {"all": _summary(event_latencies(commits, made)), "steady": _summary(event_latencies(commits, steady))}
 
 
 def _summary(lat: list[float]) -> dict[str, Any]:
@@ -180,29 +204,39 @@ def _summary(lat: list[float]) -> dict[str, Any]:
 
 
 def startup(args: argparse.Namespace, bootstrap: str, work: Path) -> dict[str, Any]:
-    """In a fresh process: the session's start, then start() to the first committed snapshot."""
+    """In a fresh process each: the session's start, then start() to (ingest) the first committed snapshot, and
+    (the floor) the end of the Kafka -> from_json -> Parquet query's first micro-batch, on the same 1,000 events."""
     import subprocess
 
     topic = _topic(bootstrap, args.partitions)
     logstore.produce_raw({"bootstrap.servers": bootstrap}, topic, ShopOrders(keys=100).events(1000))
-    code = f"""
+    out: dict[str, Any] = {}
+    for system in ("floor", "ingest"):
+        warehouse = str(work / f"wh-start-{system}")
+        code = f"""
 import time, json, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+sys.argv = ["ingest_bench.py"]
 t0 = time.time()
-import tablestore.spark
-spark = tablestore.spark.session({str(work / 'wh-start')!r}, master="local[2]", kafka=True)
+import ingest_bench as b
+spark = b.tablestore.spark.session({warehouse!r}, master="local[2]", kafka=True)
+spark.sparkContext.setLogLevel("ERROR")
 t1 = time.time()
-from tablestore.spark.ingest import IngestConfig, IngestJob
-import tablestore
-job = IngestJob(spark, IngestConfig(table="shop.orders", topic={topic!r}, bootstrap_servers={bootstrap!r},
-    warehouse={str(work / 'wh-start')!r}, create=True, catalog_options={{"log.properties.bootstrap.servers": {bootstrap!r}}},
-    available_now=True))
-job.run()
-snaps = tablestore.Catalog({str(work / 'wh-start')!r}).get_table("shop.orders").snapshots()
-print(json.dumps({{"session_s": t1 - t0, "first_snapshot_s": snaps[0].time_millis / 1000 - t1}}))
+if {system!r} == "ingest":
+    job = b._job(spark, {warehouse!r}, {topic!r}, {bootstrap!r}, available_now=True)
+    job.run()
+    first = b.tablestore.Catalog({warehouse!r}).get_table(b.TABLE).snapshots()[0].time_millis / 1000
+else:
+    query = b._floor_query(spark, {topic!r}, {bootstrap!r}, b.Path({warehouse!r}))
+    query.awaitTermination()
+    first = b.batch_commits(query)[0][1] / 1000
+print(json.dumps({{"session_s": t1 - t0, "first_commit_s": first - t1}}))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"the start-up run of {system} failed:\n{done.stderr[-3000:]}")
+        out[system] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
 
 
 def main() -> None:
@@ -220,9 +254,11 @@ def main() -> None:
     results: dict[str, Any] = {"args": vars(args)}
     try:
         if "startup" not in args.skip:
-            results["startup"] = startup(args, bootstrap, work)
-            print(f"startup: session {results['startup']['session_s']:.1f} s, start() to the first snapshot "
-                  f"{results['startup']['first_snapshot_s']:.1f} s (target <= 5 s)", flush=True)
+            r = results["startup"] = startup(args, bootstrap, work)
+            print(f"startup: ingest: session {r['ingest']['session_s']:.1f} s, start() to the first snapshot "
+                  f"{r['ingest']['first_commit_s']:.1f} s (target <= 5 s); floor (Kafka -> from_json -> Parquet): "
+                  f"session {r['floor']['session_s']:.1f} s, start() to its first micro-batch's end "
+                  f"{r['floor']['first_commit_s']:.1f} s", flush=True)
         spark = tablestore.spark.session(str(work / "wh"), master="local[2]", kafka=True,
                                          **{"spark.sql.shuffle.partitions": "2"})
         spark.sparkContext.setLogLevel("ERROR")
@@ -233,10 +269,12 @@ def main() -> None:
                   f"{100 * r['ratio']:.1f}% (target >= 50%)", flush=True)
         if "latency" not in args.skip:
             r = results["latency"] = latency(spark, args, bootstrap, work)
-            for part in ("all", "steady"):
-                q = r[part]
-                print(f"latency at {args.rate:,} events/s, 1 s trigger, {part} events: p50 {q['p50_s']:.2f} s, "
-                      f"p99 {q['p99_s']:.2f} s over {q['events_measured']:,} events (target p99 <= 5 s)", flush=True)
+            for system in ("ingest", "floor"):
+                for part in ("all", "steady"):
+                    q = r[system][part]
+                    print(f"latency at {args.rate:,} events/s, 1 s trigger, {system}, {part} events: p50 "
+                          f"{q['p50_s']:.2f} s, p99 {q['p99_s']:.2f} s over {q['events_measured']:,} events"
+                          f"{' (target p99 <= 5 s)' if system == 'ingest' else ''}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(exist_ok=True)

@@ -20,6 +20,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
+import catalog
 from logstore import LogStoreError, topic_partitions
 from tablestore.cdc import FORMATS
 
@@ -117,6 +118,9 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         conf = _pairs(args.conf, "--conf")
     except argparse.ArgumentTypeError as e:
         raise usage_error(str(e)) from None
+    if not args.create and not catalog.Catalog(warehouse).table_exists(args.table):   # before Spark starts
+        raise catalog.TableNotFoundError(f"table {args.table!r} does not exist in {warehouse}: create it, or pass --create to "
+                             "create it from the topic's first record")
     if topic_partitions({"bootstrap.servers": args.bootstrap_servers}, args.topic) is None:
         raise LogStoreError(f"topic {args.topic!r} does not exist on {args.bootstrap_servers}")
     catalog_options = {"log.properties.bootstrap.servers": args.bootstrap_servers} if args.create else {}

@@ -46,7 +46,8 @@ from tablestore.errors import TableStoreError
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
 from tablestore.spark.datasource import TableRef
-from tablestore.spark.ingest_progress import IngestProgress, end_offsets, lag, last_progress, status
+from tablestore.spark.ingest_progress import (IngestProgress, end_offsets, event_latencies, lag, last_progress,
+                                               status)
 from tablestore.spark.stream_write import commit_user
 
 if TYPE_CHECKING:
@@ -119,13 +120,7 @@ class IngestJob:
     def event_latencies(self, events: list[tuple[int, int, float]]) -> list[float]:
         """For events given as (partition, offset, made at in epoch seconds): the seconds from each one's making to
         the commit of the snapshot that holds it (the events of micro-batches not committed yet are left out)."""
-        out = []
-        for partition, offset, made in events:
-            for ends, commit_ms in self.commits:
-                if offset < ends.get(partition, -1):
-                    out.append(commit_ms / 1000 - made)
-                    break
-        return out
+        return event_latencies(self.commits, events)
 
     def _properties(self) -> dict[str, str]:
         return {"bootstrap.servers": self.config.bootstrap_servers, **_kafka_properties(self.config)}

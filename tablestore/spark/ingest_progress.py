@@ -71,3 +71,30 @@ def status(query: "StreamingQuery") -> dict[str, Any]:
 
 def last_progress(query: "StreamingQuery") -> dict[str, Any]:
     return dict(query.lastProgress or {})
+
+
+def event_latencies(commits: list[tuple[dict[int, int], int]], events: list[tuple[int, int, float]]) -> list[float]:
+    """`commits`: per micro-batch in order, the Kafka offsets it read up to (per partition) and when it was
+    committed (epoch ms); `events`: (partition, offset, made at in epoch seconds). The seconds from each event's
+    making to the commit that holds it (events no commit holds yet are left out)."""
+    out = []
+    for partition, offset, made in events:
+        for ends, commit_ms in commits:
+            if offset < ends.get(partition, -1):
+                out.append(commit_ms / 1000 - made)
+                break
+    return out
+
+
+def batch_commits(query: "StreamingQuery") -> list[tuple[dict[int, int], int]]:
+    """`event_latencies`' commits of any Kafka-sourced query from its progress: each micro-batch that read records,
+    committed at its start plus its trigger's duration."""
+    import datetime as dt
+
+    out = []
+    for p in query.recentProgress or []:
+        if not p.get("numInputRows"):
+            continue
+        start = dt.datetime.fromisoformat(str(p["timestamp"]).replace("Z", "+00:00")).timestamp() * 1000
+        out.append((end_offsets(p), int(start + int(p["durationMs"].get("triggerExecution", 0)))))
+    return out

@@ -86,6 +86,7 @@ def test_python_dataframe_and_sql_readers_give_the_changelog_of_the_commits(
         assert len(raw) == len(stored(commits, mode)) and {k for k, *_ in raw} <= {"+I", "+U", "-D"}
 
 
+@pytest.mark.version_independent
 def test_latest_and_from_timestamp_starts_compare_with_the_rows_before_them(
         spark: Any, kafka_catalog: tablestore.Catalog) -> None:
     t = _table(kafka_catalog)
@@ -125,6 +126,7 @@ def test_latest_and_from_timestamp_starts_compare_with_the_rows_before_them(
         assert per_key(changes) == per_key(expected)
 
 
+@pytest.mark.version_independent
 def test_the_table_option_and_the_read_option(spark: Any, kafka_catalog: tablestore.Catalog) -> None:
     t = _table(kafka_catalog, **{"changelog.normalize": "false"})
     commits = random_commits(41, 3)
@@ -143,6 +145,7 @@ def test_the_table_option_and_the_read_option(spark: Any, kafka_catalog: tablest
     assert ordered(_spark(spark, t.name, sql=True, **FROM_START, **on)) == ordered(expected)
 
 
+@pytest.mark.version_independent
 def test_a_stream_restarted_from_its_checkpoint_goes_on_with_the_same_changes(
         spark: Any, kafka_catalog: tablestore.Catalog, tmp_path: Path) -> None:
     t = _table(kafka_catalog)

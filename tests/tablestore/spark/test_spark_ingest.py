@@ -118,6 +118,7 @@ def _log_is_once(table: tablestore.Table, bootstrap: str) -> None:
     assert sorted(state.values(), key=lambda r: r["order_id"]) == _rows(table)
 
 
+@pytest.mark.version_independent
 @pytest.mark.timeout(1200)
 def test_ingest_creates_the_table_and_a_restart_continues_exactly_once(
         tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -156,10 +157,18 @@ def test_a_job_killed_at_each_commit_point_ends_exactly_once(tmp_path: Path, kaf
     _log_is_once(table, kafka_bootstrap)
 
 
-@pytest.mark.version_independent
-@pytest.mark.timeout(1200)
+def _job(spark: Any, warehouse: Path, topic: str, bootstrap: str, **config: Any) -> Any:
+    """The ingest job in this process, on the tests' session (`tablestore ingest` without its own Spark start)."""
+    from tablestore.spark.ingest import IngestConfig, IngestJob
+
+    return IngestJob(spark, IngestConfig(
+        table=TABLE, topic=topic, bootstrap_servers=bootstrap, warehouse=str(warehouse), create=True,
+        available_now=True, catalog_options={"log.properties.bootstrap.servers": bootstrap}, **config))
+
+
+@pytest.mark.timeout(900)
 def test_a_column_added_and_a_type_widened_in_the_source_evolve_the_table(
-        tmp_path: Path, kafka_bootstrap: str) -> None:
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
     topic = _topic(kafka_bootstrap)
     shop = ShopOrders(keys=100)
     _produce(kafka_bootstrap, topic, shop.events(200))
@@ -167,45 +176,46 @@ def test_a_column_added_and_a_type_widened_in_the_source_evolve_the_table(
     _produce(kafka_bootstrap, topic, shop.events(200))
     shop.widen_customer()                   # ... ALTER COLUMN customer_id TYPE BIGINT
     _produce(kafka_bootstrap, topic, shop.events(200))
-    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now"))
-    assert "schema change: add column coupon string" in out
-    assert "schema change: widen column customer_id to int64" in out
+    progress = _job(spark, tmp_path / "wh", topic, kafka_bootstrap).run()
+    assert progress.schema_changes == ["add column coupon string", "widen column customer_id to int64"]
     table = _table(tmp_path / "wh")
     assert table.schema.names[-1] == "coupon" and str(table.schema.field("customer_id").type) == "int64"
     assert _rows(table) == shop.expected_rows()
 
 
-@pytest.mark.version_independent
 @pytest.mark.timeout(900)
-def test_schema_evolution_fail_stops_naming_the_column(tmp_path: Path, kafka_bootstrap: str) -> None:
+def test_schema_evolution_fail_stops_naming_the_column(spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    from tablestore.spark.ingest import IngestError
+
     topic = _topic(kafka_bootstrap)
     shop = ShopOrders(keys=50)
     _produce(kafka_bootstrap, topic, shop.events(50))
     shop.add_coupon()
     _produce(kafka_bootstrap, topic, shop.events(50))
-    done = _ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now",
-                   "--table-option", "ingest.schema-evolution=fail")
-    assert done.returncode == 2
-    assert "add column coupon string" in done.stderr and "ingest.schema-evolution is 'fail'" in done.stderr
+    job = _job(spark, tmp_path / "wh", topic, kafka_bootstrap, table_options={"ingest.schema-evolution": "fail"})
+    with pytest.raises(IngestError) as failed:
+        job.run()
+    assert "add column coupon string" in str(failed.value) and "ingest.schema-evolution is 'fail'" in str(failed.value)
+    assert "coupon" not in _table(tmp_path / "wh").schema.names
 
 
-@pytest.mark.version_independent
 @pytest.mark.timeout(900)
 def test_a_bad_record_stops_the_job_naming_its_offset_and_skip_counts_it(
-        tmp_path: Path, kafka_bootstrap: str) -> None:
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    from tablestore.spark.ingest import IngestError
+
     topic = _topic(kafka_bootstrap, partitions=1)
     shop = ShopOrders(keys=50)
     _produce(kafka_bootstrap, topic, list(shop.events(30)) + [(ShopOrders.key(9999), b"{not json")] +
              list(shop.events(30)))
-    table_args = ("--create", "--available-now")
-    done = _ingest(tmp_path / "wh", topic, kafka_bootstrap, *table_args)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert f"table {TABLE}: bad debezium-json record in topic {topic} partition 0 offset" in done.stderr
-    assert "not a Debezium change event" in done.stderr
+    with pytest.raises(IngestError) as failed:
+        _job(spark, tmp_path / "wh", topic, kafka_bootstrap).run()
+    assert f"table {TABLE}: bad debezium-json record in topic {topic} partition 0 offset 30: " \
+           "not a Debezium change event" in str(failed.value)
     assert _table(tmp_path / "wh").snapshots() == []   # nothing of the failed micro-batch was committed
 
-    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, *table_args, "--bad-records", "skip"))
-    assert "bad records skipped: 1" in out
+    progress = _job(spark, tmp_path / "wh", topic, kafka_bootstrap, bad_records="skip").run()
+    assert progress.bad_records == 1
     assert _rows(_table(tmp_path / "wh")) == shop.expected_rows()
 
 
