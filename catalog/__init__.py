@@ -8,12 +8,15 @@ from catalog.errors import (
     InvalidIdentifierError,
     InvalidOptionError,
     InvalidTableError,
+    SchemaEvolutionError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
 from catalog.options import (
     ALL_OPTIONS,
     CHANGE_TRACKING,
+    CHANGELOG_NORMALIZE,
+    INGEST_SCHEMA_EVOLUTION,
     SESSION_PREFIX,
     SINK_UPSERT_MATERIALIZE,
     UPSERT_MATERIALIZE_STRATEGY,
@@ -26,6 +29,7 @@ from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
     "Catalog",
     "CatalogError",
@@ -33,11 +37,13 @@ __all__ = [
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",
+    "INGEST_SCHEMA_EVOLUTION",
     "InvalidIdentifierError",
     "InvalidOptionError",
     "InvalidTableError",
     "SESSION_PREFIX",
     "SINK_UPSERT_MATERIALIZE",
+    "SchemaEvolutionError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "TableOptions",

@@ -8,6 +8,7 @@ DROP TABLE removes the whole table directory. Names can never escape the warehou
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from catalog.errors import (
     InvalidIdentifierError,
     InvalidOptionError,
     InvalidTableError,
+    SchemaEvolutionError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from catalog.evolution import evolve_schema
 from catalog.identifiers import check_name
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
@@ -57,6 +60,19 @@ class CatalogTable:
     options: TableOptions
     store: FileStore
     log: LogStore | None
+
+
+@dataclass(frozen=True)
+class _SchemaHistory:
+    """The Arrow schemas of every version of a table (its `schema-<id>` files), for a log store reading records
+    written before the table's schema changed (logstore: debezium-avro's writer schemas)."""
+
+    io: FileIO
+    path: str
+
+    def __call__(self) -> list[pa.Schema]:
+        manager = SchemaManager(self.io, TablePaths(self.path))
+        return [manager.get(i).arrow_schema for i in manager.schema_ids()]
 
 
 _PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_date,
@@ -236,7 +252,8 @@ class Catalog:
             raise InvalidOptionError(f"table {identifier!r}: {e}") from None
         store = FileStore(self.io, path, schema, store_options, identifier)
         log_options = log_store_options(options, schema.has_primary_key)
-        log_store = None if log_options is None else LogStore(log_options, schema.arrow_schema, schema.primary_keys)
+        log_store = None if log_options is None else LogStore(log_options, schema.arrow_schema, schema.primary_keys,
+                                                              history=_SchemaHistory(self.io, path))
         return CatalogTable(identifier, path, schema, options, store, log_store)
 
     def alter_table_options(self, identifier: str, set_options: Mapping[str, str] | None = None,
@@ -246,13 +263,38 @@ class Catalog:
         for _ in range(10):
             table = self.get_table(identifier)
             changed = alter_options(identifier, table.schema.options, set_options or {}, unset_options)
-            current = table.schema
-            new = TableSchema(current.id + 1, current.arrow_schema, current.primary_keys, current.partition_keys,
-                              changed, comment=current.comment, uuid=current.uuid)
+            new = dataclasses.replace(table.schema, id=table.schema.id + 1, options=changed, time_millis=0)
             if SchemaManager(self.io, TablePaths(table.path)).create(new):
                 log.info("altered options of table %s (schema %d)", identifier, new.id)
                 return self.get_table(identifier)
         raise InvalidTableError(f"table {identifier!r}: options changed concurrently too often; retry")
+
+    def alter_table(self, identifier: str, *, add_columns: Sequence[pa.Field] = (),
+                    alter_column_types: Mapping[str, pa.DataType] = {}) -> CatalogTable:
+        """Evolve the table's schema: add nullable columns at the end, widen column types (catalog/evolution.py
+        has the rules; a refused change is a SchemaEvolutionError naming the table, the column and both types).
+        Publishes ONE next schema holding every change (exclusive create: a concurrent schema change makes this
+        one retry on top of it); changes that change nothing (e.g. a column added again with its type) publish
+        nothing. Files written before read under the new schema (filestore.evolution); the returned table, and
+        every table loaded from now on, writes and logs the new columns."""
+        for _ in range(10):
+            table = self.get_table(identifier)
+            new = evolve_schema(identifier, table.schema, add_columns, alter_column_types, RESERVED_COLUMNS)
+            if new is None:
+                return table
+            log_options = log_store_options(table.options, new.has_primary_key)
+            if log_options is not None:  # the log's formats must encode the new columns
+                try:
+                    check_format_options(identifier, log_options, new.arrow_schema, new.primary_keys)
+                except InvalidOptionError as e:
+                    changed = [f.name for f in new.arrow_schema if f not in table.schema.arrow_schema]
+                    raise SchemaEvolutionError(
+                        f"{e} (log.format {log_options.format} cannot carry the changed columns {changed})",
+                        table=identifier, column=", ".join(changed)) from None
+            if SchemaManager(self.io, TablePaths(table.path)).create(new):
+                log.info("evolved the schema of table %s (schema %d)", identifier, new.id)
+                return self.get_table(identifier)
+        raise InvalidTableError(f"table {identifier!r}: the schema changed concurrently too often; retry")
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         if not self.table_exists(identifier):

@@ -36,3 +36,24 @@ class InvalidTableError(CatalogError):
 
 class InvalidOptionError(CatalogError):
     """An option key is unknown or its value does not parse; names the key and lists what is valid."""
+
+
+class SchemaEvolutionError(InvalidTableError):
+    """A schema change `Catalog.alter_table` refuses (a column that is not nullable, a name in use, a type that does
+    not widen, a key or partition column's type); names the table, the column and both types."""
+
+    def __init__(self, message: str, *, table: str, column: str, old_type: str | None = None,
+                 new_type: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+        self.column = column
+        self.old_type = old_type
+        self.new_type = new_type
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_schema_evolution_error, (str(self), self.table, self.column, self.old_type, self.new_type))
+
+
+def _schema_evolution_error(message: str, table: str, column: str, old_type: str | None,
+                            new_type: str | None) -> SchemaEvolutionError:
+    return SchemaEvolutionError(message, table=table, column=column, old_type=old_type, new_type=new_type)

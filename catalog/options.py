@@ -103,6 +103,17 @@ CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
     "those rows. Honoured by the Spark `managed` data source, also per write: `.option(\"change-tracking\", ...)`.",
 )
 
+CHANGELOG_NORMALIZE: ConfigOption[bool] = ConfigOption(
+    "changelog.normalize", "boolean", "true",
+    "What a reader of a primary-key table's changes gets from its log (`Table.read_changes`, Spark's "
+    "`readStream.format(\"managed\")` and SQL `readStream.table`): `true`, the full changelog of its commits "
+    "(FLIP-188): `+I` for a new key, `-U` (old row) then `+U` (new row) for a changed one, `-D` (old row) for a "
+    "deleted one, nothing for a key no snapshot showed or a row rewritten unchanged, whatever `log.changelog-mode` "
+    "and `log.consistency` are; `false`, the records as the log stores them (upsert mode: `+I`/`+U`/`-D`, no "
+    "`-U`). Also per read: `.option(\"changelog.normalize\", ...)`, `read_changes(normalize=...)`. Tables without "
+    "a primary key always give their stored `+I`/`-D` records; tables without a log their snapshots' changes.",
+)
+
 SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(
     "sink.upsert-materialize", "enum", "auto",
     "Whether a Spark streaming changelog goes through the upsert materializer before the table (Flink's "
@@ -110,6 +121,18 @@ SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(
     "never, `force` always, `auto` when the input is a changelog (`_row_kind`) whose upsert key differs from the "
     "table's primary key or is unknown. Also per call: `upsert_materialize=`.",
     choices=("none", "force", "auto"),
+)
+
+INGEST_SCHEMA_EVOLUTION: ConfigOption[str] = ConfigOption(
+    "ingest.schema-evolution", "enum", "add-columns",
+    "What a CDC ingest job does when its source table's schema changes: `add-columns` adds the source's new columns "
+    "to the table (nullable, at the end; rows written before read them as null) and widens a column whose type "
+    "widened (int8 to int16 to int32 to int64, float32 to float64, a decimal's precision up at the same scale), "
+    "through `Catalog.alter_table`; a column the source drops is written as null; any other change (a narrowed "
+    "column, a column whose type changes otherwise, a key or partition column's type) stops the job with an error "
+    "naming the column and both types. `fail` stops the job at any "
+    "schema change, with the same error. Read by the ingest job; the table itself accepts `alter_table` either way.",
+    choices=("add-columns", "fail"),
 )
 
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
@@ -201,7 +224,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
-    SINK_UPSERT_MATERIALIZE,
+    CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
@@ -213,7 +236,8 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES, COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT,
     COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
-    WRITE_ONLY, CHANGE_TRACKING, SINK_UPSERT_MATERIALIZE, LOG_SCAN, LOG_SCAN_TIMESTAMP,
+    WRITE_ONLY, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION, LOG_SCAN,
+    LOG_SCAN_TIMESTAMP,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
 )

@@ -20,6 +20,7 @@ from filestore.errors import (
     TableDroppedError,
 )
 from filestore.datafile import read_data_file
+from filestore.evolution import widens
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
 from filestore.keycodec import KeyCodec
@@ -83,4 +84,5 @@ __all__ = [
     "render_partition_column",
     "sorted_run_counts",
     "sorted_runs",
+    "widens",
 ]

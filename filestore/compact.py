@@ -1,8 +1,9 @@
 """Compaction of one table: pick runs per bucket (compact_pick), read them merged the one way reads do
 (`SplitRead.read_run`: the one merge function, or no merge for a single run), write the result as a run at the output
-level, and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets compact in parallel
-on the file store's worker pool. A concurrent overwrite that removed the same files makes that commit fail with
-CommitConflictError; the data stays correct and compaction simply runs again later."""
+level under the newest schema of the store and its input files (files of older schemas are rewritten under it:
+filestore.evolution), and hand back commit messages (files deleted + files added) for a COMPACT commit. Buckets
+compact in parallel on the file store's worker pool. A concurrent overwrite that removed the same files makes that
+commit fail with CommitConflictError; the data stays correct and compaction simply runs again later."""
 from __future__ import annotations
 
 import logging
@@ -74,6 +75,9 @@ def compact(
     total, done = sum(f.file_size for _, _, unit in plans for f in unit.files), 0
     if progress is not None:
         progress(0, total)
+    # the output is written under the newest schema of the store and its input files (a handle loaded before the
+    # table's schema changed may compact files written after): never a column dropped or a type narrowed
+    store = store.evolved(store.newest_schema([f for _, _, unit in plans for f in unit.files]))
     writer, reader = store.data_file_writer(), store.new_read()
 
     def rewrite(plan: tuple[Partition, int, compact_pick.CompactUnit]) -> CommitMessage:

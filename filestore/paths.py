@@ -6,6 +6,8 @@
     <table>/manifest/manifest-<uuid>-<n>.avro           Avro: added/deleted data files
     <table>/manifest/manifest-list-<uuid>-<n>.avro      Avro: manifest files of a snapshot
     <table>/<k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.<format>
+    <table>/checkpoint/<job>/...                        streaming jobs' own state (`tablestore ingest`'s Spark
+                                                        checkpoints): never data, never an orphan
 
 Partition values are rendered Hive-style (filestore.partition: Arrow's cast to string, a null as
 __DEFAULT_PARTITION__, a string that would read as it marked with a trailing '%'), with the characters Hive escapes
@@ -51,6 +53,10 @@ class TablePaths:
     @property
     def schema_dir(self) -> str:
         return f"{self.root}/schema"
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return f"{self.root}/checkpoint"
 
     @property
     def snapshot_dir(self) -> str:

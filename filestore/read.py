@@ -12,6 +12,9 @@ key, so a key range touches few row groups), whenever filtering before the merge
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
 and for a filter on key and partition columns only (every version of a key is kept or dropped together).
 Splits of one read are read in parallel on the file store's worker pool.
+Every file is opened through `FileStore.read_file`, which reads a file written under another schema under this
+store's (filestore.evolution); a split holding files newer than the store's schema is read by a reader of the newest
+one and projected back onto this reader's columns.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore import compact_pick
-from filestore.datafile import read_data_file
-from filestore.errors import SchemaMismatchError
+from filestore.errors import FileStoreError, SchemaMismatchError
+from filestore.evolution import project_to
 from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
 from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners
 from filestore.meta import DataFileMeta, ValueKind
@@ -64,17 +67,8 @@ class SplitRead:
         if given, is applied while reading (row groups skipped); `columns` default to the system columns plus
         what the read needs."""
         names = list(columns) if columns is not None else self._file_columns
-        tables = [
-            read_data_file(
-                self.store.io,
-                self.store.data_file_path(split.partition, split.bucket, f.file_name),
-                self.store.options.file_format,
-                names,
-                filter,
-            )
-            for f in split.files
-        ]
-        return pa.concat_tables(tables) if tables else self._empty_records().select(names)
+        tables = [self.store.read_file(split.partition, split.bucket, f, names, filter) for f in split.files]
+        return _concat(tables) if tables else self._empty_records().select(names)
 
     def _empty_records(self) -> pa.Table:
         schema = self.store.schema.arrow_schema
@@ -90,6 +84,9 @@ class SplitRead:
         """The split's runs merged into one sorted run (system columns included): what a merge of every record
         gives, DELETE records dropped when `final`. `filter` must be one that may be applied before the merge."""
         s = self.store.schema
+        if self.store.newest_schema(split.files).id != s.id:
+            raise FileStoreError(f"table {self.store.table_name!r}: a reader of schema {s.id} cannot merge files "
+                                 f"written under a newer schema; use the store of the newest schema")
         if self.single_run(split):
             files = sorted(split.files, key=lambda f: f.min_key)
             run = self.read_records(Split(split.snapshot_id, split.partition, split.bucket, tuple(files)), filter)
@@ -104,14 +101,21 @@ class SplitRead:
 
     def plain_files(self, split: Split) -> tuple[DataFileMeta, ...] | None:
         """The split's files in key order when their row columns, read as they are, are exactly what `read` gives
-        (a primary-key table's one sorted run without deletes, and no filter to apply); else None. Another reader
-        (Spark's own Parquet reader) may then read them."""
+        (a primary-key table's one sorted run without deletes, no filter to apply, every file written under a schema
+        with the table's columns and types); else None. Another reader (Spark's own Parquet reader) may then read
+        them."""
         if self.filter is not None or not self.single_run(split) or any(f.delete_row_count for f in split.files):
             return None
+        if not all(f.schema_id == self.store.schema.id or self.store.layout(f.schema_id).plain for f in split.files):
+            return None  # written under an older schema: read through filestore.evolution
         return tuple(sorted(split.files, key=lambda f: f.min_key))
 
     def read(self, split: Split) -> pa.Table:
         s = self.store.schema
+        newest = self.store.newest_schema(split.files)
+        if newest.id != s.id:  # this handle is older than some of the files: merge under theirs, then project
+            newer = SplitRead(self.store.evolved(newest), self.columns, self.filter)
+            return project_to(newer.read(split), self.output_schema, self.store.table_name)
         single = self.single_run(split)
         pushed = self.filter is not None and (self._key_filter or single)
         filter = self.filter if pushed else None
@@ -146,14 +150,13 @@ class SplitRead:
             return None
         files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
         tables = [  # value kinds are read from files with deletes: the others' are all ADD
-            read_data_file(self.store.io, self.store.data_file_path(split.partition, split.bucket, f.file_name),
-                           self.store.options.file_format,
-                           [KIND] * (bool(f.delete_row_count) and KIND not in columns) + list(columns), filter)
+            self.store.read_file(split.partition, split.bucket, f,
+                                 [KIND] * (bool(f.delete_row_count) and KIND not in columns) + list(columns), filter)
             for f in files
         ]
         kinds = [t.column(KIND).to_numpy() if KIND in t.column_names else np.zeros(t.num_rows, np.int8)
                  for t in tables]
-        records = pa.concat_tables([t.select(columns) for t in tables])
+        records = _concat([t.select(columns) for t in tables])
         keys = records.column(key)
         if keys.null_count:
             return None
@@ -176,6 +179,15 @@ class SplitRead:
         else:
             tables = [self.read(split) for split in splits]
         return pa.concat_tables(tables) if tables else self.output_schema.empty_table()
+
+
+def _concat(tables: Sequence[pa.Table]) -> pa.Table:
+    """The tables one after another. Files written under other schemas (or by another writer) may differ in a
+    field's nullability or metadata (a comment): then the fields are unified (nullable where any is)."""
+    first = tables[0].schema
+    if all(t.schema.equals(first) for t in tables[1:]):
+        return pa.concat_tables(tables)
+    return pa.concat_tables(tables, promote_options="default")
 
 
 def _union(a: Sequence[str], b: Sequence[str]) -> list[str]:

@@ -53,6 +53,15 @@ def _bounds(lo: bytes, hi: bytes, type_: pa.DataType) -> tuple[pa.Scalar, pa.Sca
     return pa.scalar(low, type_), pa.scalar(high, type_)
 
 
+def _cast_bounds(bounds: tuple[pa.Scalar, pa.Scalar], type_: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
+    """Bounds of a file's own (older or newer) column type as bounds of the table's type, None when they do not
+    convert (then they are not used: pruning never guesses)."""
+    try:
+        return bounds[0].cast(type_, safe=True), bounds[1].cast(type_, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+
+
 def check_filter(schema: pa.Schema, filter: object, table_name: str) -> None:
     """A filter is a boolean `pyarrow.compute.Expression` over the table's columns; SchemaMismatchError otherwise
     (evaluated once on an empty table, so the user gets a typed error naming the table, not an Arrow one)."""
@@ -90,6 +99,9 @@ class FileStoreScan:
         for key, rendered in zip(self.store.schema.partition_keys, entry.partition):
             value = partition_value(rendered, self._types[key])
             terms.append(pc.field(key).is_null() if not value.is_valid else pc.field(key) == value)
+        # a file written under an older schema: its statistics are of its own types, and a column added since
+        # reads as null in every row of it (filestore.evolution); a newer file's extra columns are not filtered on
+        layout = None if entry.file.schema_id == self.store.schema.id else self.store.layout(entry.file.schema_id)
         for s in entry.file.stats:
             if s.column not in self._skip_columns or s.column in self.store.schema.partition_keys:
                 continue
@@ -98,12 +110,17 @@ class FileStoreScan:
             if s.min is None or s.max is None:
                 terms.append(field.is_null())
                 continue
-            bounds = _bounds(s.min, s.max, type_)
+            file_type = layout.file_types.get(s.column, type_) if layout is not None else type_
+            bounds = _bounds(s.min, s.max, file_type)
+            if bounds is not None and not file_type.equals(type_):
+                bounds = _cast_bounds(bounds, type_)
             if bounds is None:
                 continue
             lo, hi = bounds
             in_range = (field >= lo) & (field <= hi)
             terms.append(in_range | field.is_null() if s.null_count else in_range)
+        if layout is not None:
+            terms += [pc.field(name).is_null() for name in sorted(layout.missing) if name in self._skip_columns]
         guarantee = pc.scalar(True)
         for t in terms:
             guarantee = guarantee & t

@@ -33,11 +33,20 @@ class TableSchema:
     comment: str | None = None
     time_millis: int = 0
     uuid: str | None = None  # the table's identity (on disk: "uuid"), stamped by SchemaManager.create
+    # the bucket key of a table without a primary key that gained columns: the columns it had before (on disk:
+    # "bucketKeys", absent until then); its rows keep their buckets whatever columns are added
+    bucket_keys: tuple[str, ...] = ()
 
     @property
     def key_columns(self) -> tuple[str, ...]:
         """The merge key: the primary key, or the whole row for a table without one."""
         return self.primary_keys or tuple(self.arrow_schema.names)
+
+    @property
+    def bucket_key_columns(self) -> tuple[str, ...]:
+        """The columns the bucket function hashes (filestore.bucket): the primary key, or for a table without one
+        the whole row as the table was created (its columns before any was added: `bucket_keys`)."""
+        return self.primary_keys or self.bucket_keys or tuple(self.arrow_schema.names)
 
     @property
     def has_primary_key(self) -> bool:
@@ -59,6 +68,7 @@ class TableSchema:
                 "comment": self.comment,
                 "timeMillis": self.time_millis,
                 **({"uuid": self.uuid} if self.uuid else {}),
+                **({"bucketKeys": list(self.bucket_keys)} if self.bucket_keys else {}),
                 "arrowSchema": base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode(),
             },
             indent=2,
@@ -78,6 +88,7 @@ class TableSchema:
                 comment=d.get("comment"),
                 time_millis=int(d.get("timeMillis", 0)),
                 uuid=d.get("uuid"),
+                bucket_keys=tuple(d.get("bucketKeys", ())),
             )
         except (KeyError, ValueError, TypeError, pa.ArrowInvalid) as e:
             raise CorruptFileError(path, f"not a table schema: {e}") from e
@@ -100,6 +111,7 @@ class SchemaManager:
             comment=schema.comment,
             time_millis=schema.time_millis or int(time.time() * 1000),
             uuid=schema.uuid or uuid.uuid4().hex,
+            bucket_keys=schema.bucket_keys,
         )
         return self.io.create_exclusive(self.paths.schema_file(schema.id), stamped.to_json().encode())
 

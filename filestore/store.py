@@ -8,20 +8,22 @@ from __future__ import annotations
 import uuid
 from typing import Sequence
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.commit import FileStoreCommit
 from filestore.datafile import DataFileWriter
 from filestore.errors import SnapshotNotFoundError, TableDroppedError
+from filestore.evolution import FileLayout, read_file
 from filestore.fileio import FileIO
 from filestore.live import LiveFiles, read_live_files
 from filestore.manifest import ManifestIO
-from filestore.meta import ManifestEntry, Partition, Snapshot
+from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.read import SplitRead
 from filestore.scan import FileStoreScan
-from filestore.schema import TableSchema
+from filestore.schema import SchemaManager, TableSchema
 from filestore.snapshot import SnapshotManager
 from filestore.write import FileStoreWrite
 
@@ -37,6 +39,45 @@ class FileStore:
         self.paths = TablePaths(root, options.file_format)
         self.snapshots = SnapshotManager(io, self.paths, table_name)
         self.manifests = ManifestIO(io, self.paths, table_name)
+        self._schemas: dict[int, TableSchema] = {schema.id: schema}  # schema files never change: cached by id
+        self._layouts: dict[int, FileLayout] = {}
+
+    # -- schema versions -----------------------------------------------------------------------
+    def schema_of(self, schema_id: int) -> TableSchema:
+        """The table's schema `schema_id` (the one a data file was written under), read once."""
+        found = self._schemas.get(schema_id)
+        if found is None:
+            found = self._schemas[schema_id] = SchemaManager(self.io, self.paths).get(schema_id)
+        return found
+
+    def newest_schema(self, files: Sequence[DataFileMeta]) -> TableSchema:
+        """This store's schema, or the newest schema `files` were written under when that is newer (a handle
+        loaded before the table's schema changed reading files written after)."""
+        newest = max((f.schema_id for f in files), default=self.schema.id)
+        return self.schema if newest <= self.schema.id else self.schema_of(newest)
+
+    def evolved(self, schema: TableSchema) -> "FileStore":
+        """This store under a newer `schema` of the same table (same options and caches)."""
+        if schema.id == self.schema.id:
+            return self
+        store = FileStore(self.io, self.paths.root, schema, self.options, self.table_name)
+        store._schemas = self._schemas
+        return store
+
+    def layout(self, schema_id: int) -> FileLayout:
+        """How a file of schema `schema_id` reads under this store's schema (filestore.evolution)."""
+        found = self._layouts.get(schema_id)
+        if found is None:
+            file_schema = self.schema_of(schema_id).arrow_schema
+            found = self._layouts[schema_id] = FileLayout.of(schema_id, file_schema, self.schema.arrow_schema)
+        return found
+
+    def read_file(self, partition: Partition, bucket: int, file: DataFileMeta, columns: Sequence[str],
+                  filter: pc.Expression | None = None) -> pa.Table:
+        """Columns `columns` (system or table columns) of one data file, read under this store's schema whatever
+        schema the file was written under (filestore.evolution); `filter` keeps only matching rows."""
+        return read_file(self.io, self.data_file_path(partition, bucket, file.file_name), self.options.file_format,
+                         self.layout(file.schema_id), self.schema.arrow_schema, columns, filter, self.table_name)
 
     # -- identity ------------------------------------------------------------------------------
     def check_identity(self) -> None:

@@ -115,9 +115,12 @@ class FileStoreWrite:
         for name in self.schema.primary_keys:
             if name in data.schema.names and data.column(name).null_count:
                 raise InvalidWriteError(f"table {self.store.table_name!r}: primary-key column {name!r} has nulls")
-        missing = [n for n in target.names if n not in data.schema.names]
-        if missing:
-            raise SchemaMismatchError(f"table {self.store.table_name!r}: input lacks columns {missing}")
+        missing = [f for f in target if f.name not in data.schema.names]
+        required = [f.name for f in missing if not f.nullable]
+        if required:
+            raise SchemaMismatchError(f"table {self.store.table_name!r}: input lacks columns {required}")
+        for f in missing:  # a nullable column the input lacks is null (e.g. a writer older than the column)
+            data = data.append_column(f.name, pa.nulls(data.num_rows, f.type))
         extra = [n for n in data.schema.names if n not in target.names]
         if extra:
             raise SchemaMismatchError(
@@ -163,7 +166,7 @@ class FileStoreWrite:
     def _buckets(self, data: pa.Table) -> np.ndarray:
         """`bucket_of` every row (or the write's one `bucket`, checked on a sample); a large input is hashed in
         slices on the worker pool (the hashing releases the GIL), with the same result."""
-        keys, num_buckets = self.schema.key_columns, self.store.options.bucket
+        keys, num_buckets = self.schema.bucket_key_columns, self.store.options.bucket
         if self.bucket is not None:
             found = bucket_of(data.slice(0, BUCKET_CHECK_ROWS), keys, num_buckets)
             if (found != self.bucket).any():

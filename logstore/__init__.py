@@ -16,10 +16,13 @@ from logstore.changes import (
     row_kinds_of,
 )
 from logstore import broker
-from logstore.errors import BrokerError, InvalidRowKindError, LogFormatError, LogStoreError
+from logstore.errors import (BrokerError, InvalidRowKindError, LogFormatError, LogRecordsExpiredError,
+                             LogStoreError)
 from logstore.formats.factory import get_format
 from logstore.options import LogStoreOptions
-from logstore.reader import LogReader
+from logstore.raw import (KafkaRecord, RawProducer, edge_records, first_record, produce_raw, record_at,
+                          recreate_topic, topic_partitions)
+from logstore.reader import LOG_OFFSET_COLUMN, LogReader
 from logstore.store import LogStore
 from logstore.writer import LogWriter
 
@@ -29,8 +32,11 @@ __all__ = [
     "BrokerError",
     "IS_ADDITION",
     "InvalidRowKindError",
+    "KafkaRecord",
+    "LOG_OFFSET_COLUMN",
     "LogFormatError",
     "LogReader",
+    "LogRecordsExpiredError",
     "LogStore",
     "LogStoreError",
     "LogStoreOptions",
@@ -39,11 +45,18 @@ __all__ = [
     "RETRACTION_VALUES",
     "ROW_KIND_COLUMN",
     "ROW_KIND_VALUES",
+    "RawProducer",
     "RowKind",
     "addition_mask",
     "broker",
     "check_row_kinds",
+    "edge_records",
+    "first_record",
     "get_format",
     "insert_kinds",
+    "produce_raw",
+    "record_at",
+    "recreate_topic",
     "row_kinds_of",
+    "topic_partitions",
 ]

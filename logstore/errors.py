@@ -73,3 +73,15 @@ class InvalidRowKindError(LogFormatError):
         self.table = table
         self.kinds = kinds or []
         self.count = count
+
+
+class LogRecordsExpiredError(LogStoreError):
+    """Records a reader needs are gone from the topic (Kafka's retention, `log.retention`, deleted them)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, log_start: int) -> None:
+        super().__init__(f"topic {topic!r} partition {partition}: the records from offset {offset} are needed but "
+                         f"the topic now starts at offset {log_start} (deleted by its retention, log.retention)")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start = log_start

@@ -20,17 +20,20 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from logstore.changes import ROW_KIND_COLUMN, RowKind, check_row_kinds
-from logstore.errors import LogStoreError
+from logstore.errors import LogRecordsExpiredError, LogStoreError
 from logstore.formats.base import FormatBase, MessageRef
 from logstore.kafka import KafkaAdmin, LogStoreUnavailableError, consumer_config
 from logstore.options import LogStoreOptions
 
 log = logging.getLogger(__name__)
+LOG_OFFSET_COLUMN = "_log_offset"
+"""The column `read_partition` adds: each row's record offset in its partition (not on the wire)."""
 
 
 class LogReader:
@@ -40,6 +43,7 @@ class LogReader:
         # eventual consistency makes records visible before their commit: read them uncommitted
         self.read_committed = options.consistency == "transactional"
         self.positions: dict[int, int] = {}
+        self._admin = KafkaAdmin(options.properties, options.request_timeout_s)  # connects at its first call
 
     def _consumer(self) -> Consumer:
         return Consumer(consumer_config(self.options.properties, self.read_committed))
@@ -51,14 +55,36 @@ class LogReader:
     def read_range(self, start: Mapping[int, int], end: Mapping[int, int]) -> Iterator[pa.RecordBatch]:
         """The changes at offsets [start[p], end[p]) of each partition p (a bounded, repeatable read: `end` at or
         below the last stable offset for read_committed, e.g. from `list_offsets`)."""
+        for batch, _ in self._bounded(start, end, strict=False):
+            yield batch
+
+    def read_partition(self, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        """The changes at offsets [start, end) of `partition`, each row with its record's offset in a last column
+        `_log_offset` (int64; the rows of one record, e.g. a Debezium update's -U and +U, share it), in offset
+        order. Strict: LogRecordsExpiredError when the topic no longer holds `start` (retention deleted it), where
+        `read_range` would quietly start at the oldest record left."""
+        for batch, offsets in self._bounded({partition: start}, {partition: end}, strict=True):
+            yield batch.append_column(LOG_OFFSET_COLUMN, pa.array(offsets, pa.int64()))
+
+    def _bounded(self, start: Mapping[int, int], end: Mapping[int, int], *,
+                 strict: bool) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+        """Each decoded batch of [start, end) with the offset of each of its rows."""
         topic = self.options.topic
         todo = {p: o for p, o in start.items() if end.get(p, 0) > o}
         if not todo:
             return
         consumer = self._consumer()
-        consumer.assign([TopicPartition(topic, p, o) for p, o in todo.items()])
-        deadline = time.monotonic() + max(30.0, 3 * self.options.request_timeout_s)
         try:
+            for p, o in todo.items() if strict else ():
+                try:
+                    low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                            timeout=self.options.request_timeout_s)
+                except KafkaException as e:
+                    raise LogStoreUnavailableError(f"topic {topic!r} partition {p}: no offsets in time: {e}") from None
+                if low > o:
+                    raise LogRecordsExpiredError(topic, p, o, low)
+            consumer.assign([TopicPartition(topic, p, o) for p, o in todo.items()])
+            deadline = time.monotonic() + max(30.0, 3 * self.options.request_timeout_s)
             while todo:
                 if time.monotonic() > deadline:
                     raise LogStoreUnavailableError(
@@ -75,9 +101,12 @@ class LogReader:
                     decoded = self.value_format.decode_batch(
                         [m.value() for m in good], [m.key() for m in good],
                         [MessageRef(topic, m.partition(), m.offset()) for m in good])
-                    batch = self._as_changelog(decoded.batch)
+                    offsets = np.fromiter((m.offset() for m in good), np.int64, len(good))[decoded.messages]
+                    batch, kept = self._as_changelog(decoded.batch)
+                    if kept is not None:
+                        offsets = offsets[kept]
                     if batch.num_rows:
-                        yield batch
+                        yield batch, offsets
                 positions = consumer.position([TopicPartition(topic, p) for p in todo])
                 for tp in positions:
                     if tp.offset >= end[tp.partition]:
@@ -113,13 +142,13 @@ class LogReader:
 
     def start_at_end(self) -> dict[int, int]:
         """Every partition from its end now (the last stable offset when reading committed)."""
-        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+        return self._admin.list_offsets(
             self.options.topic, self.options.partitions, timestamp_ms=None, read_committed=self.read_committed)
 
     def start_at_timestamp(self, timestamp_ms: int) -> dict[int, int]:
         """Every partition from its first record at or after `timestamp_ms` (Kafka's offsets-for-times), or from
         its end now when it has none."""
-        return KafkaAdmin(self.options.properties, self.options.request_timeout_s).list_offsets(
+        return self._admin.list_offsets(
             self.options.topic, self.options.partitions, timestamp_ms=timestamp_ms,
             read_committed=self.read_committed)
 
@@ -130,9 +159,8 @@ class LogReader:
         when it began AND nothing more arrived for `idle_timeout_s` (a slow first fetch never cuts the existing
         records short). If it cannot catch up, it stops after `max(idle_timeout_s, request timeout)` without any
         record: an error-free end, never a hang."""
-        admin = KafkaAdmin(self.options.properties, self.options.request_timeout_s)
         topic = self.options.topic
-        ends = admin.list_offsets(topic, self.options.partitions, timestamp_ms=None,
+        ends = self._admin.list_offsets(topic, self.options.partitions, timestamp_ms=None,
                                   read_committed=self.read_committed)
         consumer = self._consumer()
         consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
@@ -177,7 +205,7 @@ class LogReader:
                     partition, offset = m.partition(), m.offset()
                     if partition is not None and offset is not None:
                         self.positions[partition] = offset + 1
-                batch = self._as_changelog(decoded.batch)
+                batch, _ = self._as_changelog(decoded.batch)
                 if max_records is not None and emitted + batch.num_rows > max_records:
                     batch = batch.slice(0, max_records - emitted)
                 if batch.num_rows:
@@ -186,12 +214,14 @@ class LogReader:
         finally:
             consumer.close()
 
-    def _as_changelog(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The decoded batch as a valid changelog of the topic's mode (see the module docstring)."""
+    def _as_changelog(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray | None]:
+        """The decoded batch as a valid changelog of the topic's mode (see the module docstring), and which rows
+        were kept (None: all)."""
         kinds = batch.column(ROW_KIND_COLUMN)
         check_row_kinds(kinds, table=self.options.topic)
         if self.options.changelog_mode == "upsert" and batch.num_rows:
             before = pc.equal(kinds, RowKind.UPDATE_BEFORE.value)
             if pc.any(before).as_py():
-                batch = batch.filter(pc.invert(before))
-        return batch
+                keep = pc.invert(before)
+                return batch.filter(keep), np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)
+        return batch, None

@@ -1,7 +1,7 @@
 """`LogStore`: one table's topic, its formats, writers and readers."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
@@ -16,9 +16,14 @@ from logstore.writer import LogWriter
 
 
 class LogStore:
-    def __init__(self, options: LogStoreOptions, schema: pa.Schema, primary_key: Sequence[str]) -> None:
+    def __init__(self, options: LogStoreOptions, schema: pa.Schema, primary_key: Sequence[str], *,
+                 history: Callable[[], Sequence[pa.Schema]] | None = None) -> None:
+        """`schema`: the table's current schema (what writers encode, what readers decode into); `history`: the
+        Arrow schemas of every version of the table, asked when a record of another version needs its writer
+        schema (debezium-avro; the JSON formats read a field they lack as null and skip one they do not know)."""
         self.options = options
         self.schema = schema
+        self.history = history
         self.primary_key = tuple(primary_key)
         self.admin = KafkaAdmin(options.properties, options.request_timeout_s)
         self.registry = AvroSchemaRegistry()
@@ -29,7 +34,7 @@ class LogStore:
 
     def value_format(self) -> FormatBase:
         return get_format(self.options.format, self.schema, self.primary_key, self.options.format_options,
-                          registry=self.registry)
+                          registry=self.registry, history=self.history)
 
     def key_format(self) -> KeyFormat | None:
         return get_key_format(self.options.key_format, self.schema, self.primary_key)

@@ -14,6 +14,7 @@ from catalog import (
     InvalidIdentifierError,
     InvalidOptionError,
     InvalidTableError,
+    SchemaEvolutionError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
@@ -27,12 +28,13 @@ from filestore import (
     TableDroppedError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import CompactionError, InvalidRowKindError, TableStoreError
+from tablestore.errors import ChangesExpiredError, CompactionError, InvalidRowKindError, TableStoreError
 from tablestore.table import DeleteResult, SnapshotInfo, Table
 
 __all__ = [
     "Catalog",
     "CatalogError",
+    "ChangesExpiredError",
     "CommitConflictError",
     "CompactionError",
     "DatabaseAlreadyExistsError",
@@ -45,6 +47,7 @@ __all__ = [
     "InvalidRowKindError",
     "InvalidTableError",
     "InvalidWriteError",
+    "SchemaEvolutionError",
     "SchemaMismatchError",
     "SequenceConflictError",
     "SnapshotInfo",

@@ -49,10 +49,10 @@ class Catalog:
         handle = self._catalog.create_table(
             identifier, schema, primary_key, partition_by, options, ignore_if_exists, comment
         )
-        return Table(handle)
+        return Table(handle, catalog=self._catalog)
 
     def get_table(self, identifier: str) -> Table:
-        return Table(self._catalog.get_table(identifier))
+        return Table(self._catalog.get_table(identifier), catalog=self._catalog)
 
     def table_exists(self, identifier: str) -> bool:
         return self._catalog.table_exists(identifier)
@@ -64,7 +64,19 @@ class Catalog:
                             unset_options: Sequence[str] = ()) -> Table:
         """Change options of an existing table (`catalog.options.ALTERABLE` lists those that may change; the
         others are fixed at creation), as ALTER TABLE ... SET / UNSET TBLPROPERTIES does in Spark SQL."""
-        return Table(self._catalog.alter_table_options(identifier, set_options, unset_options))
+        return Table(self._catalog.alter_table_options(identifier, set_options, unset_options), catalog=self._catalog)
+
+    def alter_table(self, identifier: str, *, add_columns: Sequence[pa.Field] = (),
+                    alter_column_types: Mapping[str, pa.DataType] = {}) -> Table:
+        """Evolve a table's schema in one change: add nullable columns at the end (`add_columns`), widen column
+        types (`alter_column_types`: int8 -> int16 -> int32 -> int64, float32 -> float64, decimal(p, s) ->
+        decimal(p', s) with p' > p). Rows written before read the added columns as null and widened ones cast.
+        Re-adding a column with its type is no change; any refused change (a column that is not nullable, a name in
+        use with another type, a narrowing, a key or partition column's type) is a SchemaEvolutionError naming the
+        table, the column and both types. Spark SQL's ALTER TABLE ... ADD COLUMNS / ALTER COLUMN ... TYPE does
+        the same."""
+        return Table(self._catalog.alter_table(identifier, add_columns=add_columns,
+                                               alter_column_types=alter_column_types), catalog=self._catalog)
 
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         self._catalog.drop_table(identifier, ignore_if_not_exists)

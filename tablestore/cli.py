@@ -169,10 +169,14 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tablestore.demo import run_demo
+    if args.python:
+        from tablestore.demo import run_demo
 
-    run_demo(args.warehouse)
-    return EXIT_OK
+        run_demo(args.warehouse)
+        return EXIT_OK
+    from tablestore.demo_cdc import run_cdc_demo
+
+    return run_cdc_demo(warehouse=args.warehouse, rate=args.rate, seconds=args.seconds)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -186,6 +190,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
         extra = extra[1:]
     exec_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra))
     return EXIT_OK   # not reached: spark-sql replaced this process
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tablestore import cli_ingest
+
+    return cli_ingest.run(args, UsageError)
 
 
 def cmd_kafka(args: argparse.Namespace) -> int:
@@ -248,13 +258,23 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used").add_argument(
         "--retain-last", type=int, metavar="N", help="keep the newest N snapshots (default: the table's options)")
-    command("demo", cmd_demo, "run the file-store demo in a fresh warehouse", table=False)
+    demo = command("demo", cmd_demo, "run the CDC pipeline demo: Debezium events in Kafka kept in a managed table "
+                   "by a Spark streaming job, its changes flowing on downstream, checked end to end", table=False)
+    demo.add_argument("--python", action="store_true",
+                      help="the file-store demo instead (Python only: no Kafka, no Spark)")
+    # with --warehouse W the demo's table W/shop.db/orders is dropped first and kept at the end
+    demo.add_argument("--seconds", type=float, default=60.0, help="how long the source emits events (default: 60)")
+    demo.add_argument("--rate", type=int, default=2000, help="source events per second (default: 2000)")
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
                   table=False)
     given = sql.add_mutually_exclusive_group()
     given.add_argument("-e", dest="execute", metavar="SQL", help="run these statements and exit")
     given.add_argument("-f", dest="file", metavar="FILE", help="run the statements of this file and exit")
     sql.add_argument("spark_args", nargs=argparse.REMAINDER, help="after --: more spark-sql arguments")
+    from tablestore.cli_ingest import add_arguments as ingest_arguments
+
+    ingest_arguments(command("ingest", cmd_ingest, "keep a table up to date from a database's change stream in "
+                             "Kafka (Debezium, canal, Maxwell or upsert JSON): a Spark streaming job, exactly once"))
     kafka = command("kafka", cmd_kafka, "manage the project's own single-node Kafka broker (127.0.0.1)", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
     return parser

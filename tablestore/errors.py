@@ -48,3 +48,24 @@ class CompactionError(TableStoreError):
                          f"data again), but compacting after it failed: {type(cause).__name__}: {cause}")
         self.table = table
         self.snapshot_id = snapshot_id
+
+
+class ChangesExpiredError(TableStoreError):
+    """Reading a table's changes from a log offset compares them with the table's rows at the last snapshot at or
+    before that offset (tablestore.log_changes), and that snapshot has expired. Names the table, the bucket, the
+    offset or snapshot concerned and the earliest snapshot left."""
+
+    def __init__(self, table: str, bucket: int, snapshot_id: int | None, earliest: int | None, *,
+                 offset: int | None = None) -> None:
+        needed = f"snapshot {snapshot_id}" if snapshot_id is not None else (
+            f"the last snapshot at or before log offset {offset} (before snapshot {earliest})")
+        super().__init__(
+            f"table {table!r}: the changes of bucket {bucket} are compared with the table's rows at {needed}, which "
+            f"has expired (the earliest snapshot left is {earliest}; see snapshot.num-retained.* and "
+            "snapshot.time-retained): start reading again (scan 'full' or 'latest'), or read the log's records as "
+            "they are stored with changelog.normalize = false")
+        self.table = table
+        self.bucket = bucket
+        self.snapshot_id = snapshot_id
+        self.earliest = earliest
+        self.offset = offset

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import logstore
-from filestore import CommitMessage, FileStore, ValueKind, read_data_file
+from filestore import CommitMessage, DataFileMeta, FileStore, ValueKind
 
 SEQ, KIND, COUNT = "_SEQUENCE_NUMBER", "_VALUE_KIND", "_VALUE_COUNT"
 
@@ -26,16 +26,16 @@ def changes_of(store: FileStore, messages: Sequence[CommitMessage]) -> Iterator[
     bucket of each change)."""
     schema = store.schema.arrow_schema
     pk = store.schema.has_primary_key
-    by_bucket: dict[tuple[tuple[str, ...], int], list[str]] = {}
+    by_bucket: dict[tuple[tuple[str, ...], int], list[DataFileMeta]] = {}
     for m in messages:
-        paths = by_bucket.setdefault((m.partition, m.bucket), [])
-        paths += [store.data_file_path(m.partition, m.bucket, f.file_name) for f in m.added]
+        by_bucket.setdefault((m.partition, m.bucket), []).extend(m.added)
     columns = [SEQ, KIND] + ([] if pk else [COUNT]) + schema.names
-    for (_, bucket), paths in sorted(by_bucket.items()):
-        if not paths:
+    for (partition, bucket), files in sorted(by_bucket.items()):
+        if not files:
             continue
+        # each file read under the store's schema, whichever it was written under (filestore.evolution)
         records = pa.concat_tables(
-            [read_data_file(store.io, p, store.options.file_format, columns) for p in paths])
+            [store.read_file(partition, bucket, f, columns) for f in files], promote_options="default")
         records = records.take(pc.sort_indices(records, [(SEQ, "ascending")]))
         adds = records.column(KIND).to_numpy() == int(ValueKind.ADD)
         if pk:

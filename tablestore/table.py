@@ -73,9 +73,11 @@ class DeleteResult:
 class Table:
     """A managed table. Obtain it from `Catalog.create_table` or `Catalog.get_table`."""
 
-    def __init__(self, handle: _catalog.CatalogTable) -> None:
+    def __init__(self, handle: _catalog.CatalogTable, *, catalog: _catalog.Catalog | None = None) -> None:
+        """`catalog`: the catalog the table was loaded from (what `add_column` and `alter_column_type` change)."""
         self._handle = handle
         self._store = handle.store
+        self._catalog = catalog
         self._session: TableWriter | None = None  # the handle's write session: `write()` and `compact()`
 
     @property
@@ -101,6 +103,35 @@ class Table:
     @property
     def path(self) -> str:
         return self._handle.path
+
+    # -- schema evolution ----------------------------------------------------------------------
+    def add_column(self, name: str, type: pa.DataType) -> None:
+        """Add a nullable column `name` of `type` at the end of the table's schema (rows written before read it as
+        null). Adding a column that exists with this type does nothing; anything else refused is a
+        SchemaEvolutionError (see `Catalog.alter_table`). This object sees the new schema at once."""
+        self._evolve(add_columns=[pa.field(name, type)], alter_column_types={})
+
+    def alter_column_type(self, name: str, type: pa.DataType) -> None:
+        """Widen column `name` to `type` (int8 -> int16 -> int32 -> int64, float32 -> float64, decimal(p, s) ->
+        decimal(p', s) with p' > p; never a primary-key or partition column): rows written before read cast. A
+        refused change is a SchemaEvolutionError naming the table, the column and both types."""
+        self._evolve(add_columns=[], alter_column_types={name: type})
+
+    def _evolve(self, *, add_columns: Sequence[pa.Field], alter_column_types: Mapping[str, pa.DataType]) -> None:
+        if self._catalog is None:
+            raise TableStoreError(f"table {self.name!r}: this handle was not loaded from a Catalog; change its "
+                                  f"schema with Catalog.alter_table")
+        self._reload(self._catalog.alter_table(self.name, add_columns=add_columns,
+                                               alter_column_types=alter_column_types))
+
+    def _reload(self, handle: _catalog.CatalogTable) -> None:
+        """Point this object at `handle` (the table loaded again). Its write session is closed: the next write
+        opens one on the new schema and log store. Sessions handed out by `log_writer()` keep theirs: their files
+        carry the schema they were written under and read back under the new one."""
+        self.close()
+        self._session = None
+        self._handle = handle
+        self._store = handle.store
 
     # -- writing -------------------------------------------------------------------------------
     def write(
@@ -212,17 +243,24 @@ class Table:
         timestamp_ms: int | None = None,
         max_records: int | None = None,
         timeout_s: float = 2.0,
+        normalize: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The table's changes as Arrow batches with a `_row_kind` column (+I/-U/+U/-D), from its log.
 
         `scan` (default: the `log.scan` option): "full" reads the latest snapshot as +I rows, then the log from
         exactly the offsets that snapshot covers; "latest" only changes from now on; "from-timestamp" changes from
-        `timestamp_ms` on. Upsert-mode logs are normalized by primary key (-U/+U with the previous row). Stops after
-        `max_records` rows or when nothing arrived for `timeout_s` seconds.
+        the commit holding the first change at or after `timestamp_ms` on. `normalize` (default: the
+        `changelog.normalize` option, true): a primary-key table gives the changelog of its commits, as Spark's
+        stream reader does (tablestore.log_changes): +I for a new key, -U (old row) then +U (new row) for a changed
+        one, -D (old row) for a deleted one, nothing for a key no snapshot showed or an unchanged row; False: the
+        records as the log stores them. Stops after `max_records` rows or when nothing arrived for `timeout_s`
+        seconds.
         """
+        if normalize is None:
+            normalize = self._handle.options.get(_catalog.CHANGELOG_NORMALIZE)
         return read_changes(self.name, self._store, self._handle.log, self.read_batches, schema=self.schema,
-                            primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms, max_records=max_records,
-                            timeout_s=timeout_s)
+                            primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms,
+                            max_records=max_records, timeout_s=timeout_s, normalize=normalize)
 
     def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
         if overwrite is False or overwrite is None:

@@ -9,7 +9,7 @@ def test_errors_survive_pickling_across_processes() -> None:
     import filestore
     import logstore
     import tablestore
-    from tablestore.errors import CompactionError
+    from tablestore.errors import ChangesExpiredError, CompactionError
 
     errors: list[BaseException] = [
         filestore.SequenceConflictError("db.t", ["a:0"]), filestore.CommitConflictError("db.t", ["f1"]),
@@ -17,6 +17,7 @@ def test_errors_survive_pickling_across_processes() -> None:
         logstore.LogFormatError("bad", topic="t", partition=1, offset=5),
         logstore.InvalidRowKindError("bad kind", table="db.t", kinds=["X"], count=2),
         tablestore.InvalidRowKindError("X", "db.t"), CompactionError("db.t", 4, OSError("disk full")),
+        ChangesExpiredError("db.t", 1, None, 7, offset=120), logstore.LogRecordsExpiredError("topic", 1, 5, 9),
     ]
     for e in errors:
         back = pickle.loads(pickle.dumps(e))

@@ -5,12 +5,19 @@ Same change mapping as `debezium-json` (+I/+U written as op "c" with `after`, -U
 the table's Arrow schema (see `avro`), registered in the registry passed in, and named by fingerprint in
 every record, so a reader resolves old records against the current schema. A record whose fingerprint is
 not in the registry, with a bad header or a body that does not decode is a bad message.
+
+Schema evolution: a table that gained columns or widened types has records of several writer schemas in its topic.
+`history` (the Arrow schemas of every version of the table, from its metadata) is asked when a fingerprint is not
+in the registry: the writer schemas of all versions are registered and the record is resolved by Avro's rules
+(a field the writer lacks takes its default, null; int -> long and float -> double promote). A reader loaded
+before the table changed reads newer records too: fields it does not know are skipped; a widened value that its
+older type cannot hold (long -> int) does not resolve: a bad message.
 """
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import fastavro
@@ -30,8 +37,11 @@ class DebeziumAvroFormat(FormatBase):
     option_keys = frozenset({"ignore-parse-errors", "namespace", "source"})
 
     def __init__(self, schema: pa.Schema, primary_key: Sequence[str], options: FormatOptions,
-                 registry: SchemaLookup | None = None) -> None:
+                 registry: SchemaLookup | None = None,
+                 history: Callable[[], Sequence[pa.Schema]] | None = None) -> None:
         super().__init__(schema, primary_key, options)
+        self._history = history
+        self._asked: set[bytes] = set()  # fingerprints the history was asked for (once each)
         self.writer_schema = envelope_schema(schema, options.namespace)
         own = AvroSchemaRegistry()
         self.fingerprint = own.register(self.writer_schema)
@@ -41,6 +51,7 @@ class DebeziumAvroFormat(FormatBase):
         elif isinstance(registry, AvroSchemaRegistry):
             registry.register(self.writer_schema)
         self.registry = registry
+        self._own = registry if isinstance(registry, AvroSchemaRegistry) else own
         self._header = MAGIC + self.fingerprint
         self._source = dict(options.source) if options.source else None
 
@@ -73,6 +84,11 @@ class DebeziumAvroFormat(FormatBase):
             raise BadMessage(f"not an Avro single-object record (header {value[:HEADER_LEN].hex()})")
         fp = value[2:HEADER_LEN]
         writer = self.registry.lookup(fp)
+        if writer is None and self._history is not None and fp not in self._asked:
+            self._asked.add(fp)  # a record of another version of the table: register every version's schema
+            for version in self._history():
+                self._own.register(envelope_schema(version, self.options.namespace))
+            writer = self._own.lookup(fp)
         if writer is None:
             raise BadMessage(f"writer schema with fingerprint {fp.hex()} is not in the registry")
         reader = None if fp == self.fingerprint else self._parsed

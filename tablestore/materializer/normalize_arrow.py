@@ -54,6 +54,15 @@ class ArrowChangelogNormalizer:
         """How many keys have a stored row."""
         return len(self._index)
 
+    def seed(self, rows: pa.Table) -> None:
+        """Start from `rows` (at most one per key, e.g. a table's rows at a snapshot) as the stored state, in place
+        of any state: what feeding them as +I would leave, without computing the output."""
+        rows = pa.Table.from_arrays([rows.column(f.name).cast(f.type) for f in self.schema], schema=self.schema)
+        keys = self._key_codec.encode_columns([rows.column(k) for k in self.key]).to_pylist()
+        self._chunks = [rows.append_column(_FULL, self._row_codec.encode_columns(rows.columns)).combine_chunks()]
+        self._index = dict(zip(keys, range(rows.num_rows)))
+        self._stored = rows.num_rows
+
     def _take_stored(self, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
         """The stored rows at `positions` (in that order), taken chunk by chunk (no copy of the whole store)."""
         empty = self.schema.append(pa.field(_FULL, pa.binary())).empty_table().select(list(columns))

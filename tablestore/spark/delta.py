@@ -11,17 +11,16 @@ issue 12). `tests/tablestore/spark/test_spark_delta.py` runs both formats in one
 """
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from tablestore.errors import TableStoreError
+from tablestore.spark.maven import CACHE as MAVEN_CACHE
+from tablestore.spark.maven import MavenFetchError, fetch_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "scripts" / "delta" / "pom.xml"
-CACHE = ROOT / ".cache" / "delta"
+CACHE = MAVEN_CACHE / "delta"
 
 DELTA_BUILDS: dict[str, str] = {"4.1": "4.4.0", "4.2": "4.4.0"}
 """PySpark minor version -> the Delta Lake release whose Spark build runs on it."""
@@ -52,35 +51,11 @@ def delta_jars() -> list[Path]:
     """The Delta jars for the installed PySpark, fetched with mvn into `.cache/delta/` on first use."""
     minor, version = spark_minor(), delta_version()
     libs = Path(os.environ.get("TABLESTORE_DELTA_LIBS", CACHE / f"spark-{minor}-delta-{version}"))
-
-    def found() -> list[Path]:
-        return sorted(j for j in libs.glob("*.jar") if j.name.startswith(JAR_PREFIXES))
-
-    if found():
-        return found()
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise DeltaUnsupportedError("fetching the Delta Lake jars needs Maven (mvn) on the PATH")
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    with open(libs.parent / "fetch.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if found():
-            return found()
-        tmp = libs.parent / f".libs-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        cmd = [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-               f"-Dspark.minor={minor}", f"-Ddelta.version={version}", f"-DoutputDirectory={tmp}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-            raise DeltaUnsupportedError(f"mvn could not fetch Delta {version} for Spark {minor}:\n{tail}")
-        for jar in tmp.glob("*.jar"):
-            if not jar.name.startswith(JAR_PREFIXES):
-                jar.unlink()
-        shutil.rmtree(libs, ignore_errors=True)
-        os.replace(tmp, libs)
-    return found()
+    try:
+        return fetch_jars(f"Delta {version} for Spark {minor}", POM, libs,
+                          {"spark.minor": minor, "delta.version": version}, JAR_PREFIXES)
+    except MavenFetchError as e:
+        raise DeltaUnsupportedError(str(e)) from None
 
 
 def delta_conf() -> dict[str, str]:

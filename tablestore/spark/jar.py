@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -36,6 +37,10 @@ MAIN_CLASS = "tablestore.spark.jvm.UpsertMaterialize"
 
 class SparkJarError(TableStoreError):
     """The tablestore Spark jar cannot be built, or the session does not have it."""
+
+
+STALE_JAR_S = 7 * 24 * 3600
+"""A built jar of other sources than the checkout's is removed once unused for this long."""
 
 
 def cache_dir() -> Path:
@@ -92,6 +97,7 @@ def jar_path() -> Path:
         digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
     target = cache_dir() / f"tablestore-spark-{version}-{digest.hexdigest()[:16]}.jar"
     if target.exists():
+        os.utime(target)   # in use: kept by the clean-up below
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tablestore-jar-", dir=target.parent) as tmp:
@@ -108,9 +114,9 @@ def jar_path() -> Path:
             for cls in sorted(classes.rglob("*.class")):
                 jar.write(cls, cls.relative_to(classes).as_posix())
         os.replace(built, target)   # atomic: a concurrent builder just replaces an identical jar
-    # jars of earlier sources for this Spark version; other versions' jars stay (a machine with several PySparks,
-    # e.g. one venv per Spark version, shares this cache)
+    # jars of other sources for this Spark version that nothing used for a week: another checkout (a branch, a
+    # worktree) sharing this cache still uses its own, and other versions' jars stay (one venv per Spark version)
     for old in target.parent.glob(f"tablestore-spark-{version}-*.jar"):
-        if old != target:
+        if old != target and time.time() - old.stat().st_mtime > STALE_JAR_S:
             old.unlink(missing_ok=True)   # a JVM still using one keeps its open file
     return target

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from filestore import CommitMessage, adopt_data_file
 
 if TYPE_CHECKING:
-    from filestore import FileStore, Snapshot
+    from filestore import FileStore, Snapshot, TableSchema
 
 PLAN_OPTION = "__jvm-write-plan"
 """The write option naming the plan file (JvmBatchWrite.PLAN_OPTION, the same constant)."""
@@ -113,15 +113,19 @@ class JvmTaskCommit(WriterCommitMessage):
         return [str(f) for f in self.content["files"]]
 
 
-def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit]) -> list[CommitMessage]:
-    """The file store's commit messages of the JVM tasks' files: each file's metadata built from the file."""
+def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit],
+                    schema: "TableSchema | None" = None) -> list[CommitMessage]:
+    """The file store's commit messages of the JVM tasks' files: each file's metadata built from the file, as a
+    file of `schema` (default: the store's), the schema whose columns the write plan gave the tasks (the table's
+    schema may have changed since: the files then carry the older schema id and read back under the new one)."""
+    of_schema = store.schema if schema is None else schema
     where = [(c.bucket, name) for c in commits for name in c.files]
     if not where:
         return []
 
     def adopt(item: tuple[int, str]) -> Any:
         bucket, name = item
-        return adopt_data_file(store.io, store.data_file_path((), bucket, name), store.schema, level=0)
+        return adopt_data_file(store.io, store.data_file_path((), bucket, name), of_schema, level=0)
 
     with ThreadPoolExecutor(max_workers=min(4, len(where))) as pool:
         metas = list(pool.map(adopt, where))

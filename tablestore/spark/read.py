@@ -65,13 +65,16 @@ class ManagedReader(DataSourceReader):
         handle = self.ref.handle()
         self.snapshot_id = int_option(options, "snapshot-id", self.ref.identifier)
         self.timestamp_ms = int_option(options, "timestamp-ms", self.ref.identifier)
-        self.table_schema: pa.Schema = handle.schema.arrow_schema
-        if [f.name for f in schema] != self.table_schema.names:
+        table_schema: pa.Schema = handle.schema.arrow_schema
+        names = [f.name for f in schema]
+        # a query planned before columns were added reads the columns it planned (added columns come last)
+        if names != table_schema.names[:len(names)] or not names:
             from tablestore.spark.datasource import DataSourceOptionError
 
             raise DataSourceOptionError(
-                f"table {self.ref.identifier!r}: the read schema {[f.name for f in schema]} is not the table's "
-                f"columns {self.table_schema.names}; do not give .schema() to a managed read")
+                f"table {self.ref.identifier!r}: the read schema {names} is not the table's "
+                f"columns {table_schema.names}; do not give .schema() to a managed read")
+        self.table_schema = pa.schema([table_schema.field(n) for n in names])
         self.spark_schema = schema
         self.prune: pc.Expression | None = None
         self.exact: pc.Expression | None = None
@@ -106,6 +109,8 @@ class ManagedReader(DataSourceReader):
                 or not isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
                 or not all(_raw_readable(f.type) for f in self.table_schema)):
             return [], list(splits)
+        if store.schema.arrow_schema.names != self.table_schema.names:
+            return [], list(splits)   # the table gained columns since the query was planned: Python projects them
         read = store.new_read(None, None)
         raw: list[list[str]] = []
         rest: list[Split] = []
@@ -125,5 +130,5 @@ class ManagedReader(DataSourceReader):
             return iter(())
         store = self.ref.handle().store
         # a bucket that is one sorted run without deletes is read without a merge (SplitRead decides, for every reader)
-        rows = store.new_read(None, self.exact).read(partition.split)
+        rows = store.new_read(self.table_schema.names, self.exact).read(partition.split)
         return iter(to_spark_batch(rows, target).to_batches())

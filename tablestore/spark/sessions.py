@@ -68,9 +68,11 @@ def _python_env() -> None:
 
 
 def session(warehouse: str | None = None, *, master: str | None = None, app_name: str = "tablestore",
-            **conf: str) -> "SparkSession":
+            kafka: bool = False, **conf: str) -> "SparkSession":
     """A SparkSession for managed tables: `local[*]` unless `master` is given; `conf` are Spark settings
-    (``**{"spark.sql.shuffle.partitions": "8"}``) that win over the defaults set here.
+    (``**{"spark.sql.shuffle.partitions": "8"}``) that win over the defaults set here. `kafka=True` adds Spark's
+    Kafka source and sink (`tablestore.spark.kafka`: jars from Maven Central, fetched once), which
+    `tablestore.spark.read_cdc` and `tablestore ingest` read with.
 
     `warehouse` is where `spark.read.format("managed").load("db.t")` finds tables unless a read or write gives
     ``.option("warehouse", ...)``. If a session is already running in this process, Spark returns it and applies
@@ -96,6 +98,10 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     settings.setdefault(CATALOG_CONF, CATALOG_CLASS)
     settings[EXTENSIONS_CONF] = with_extension(settings.get(EXTENSIONS_CONF))
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    if kafka:
+        from tablestore.spark.kafka import kafka_jars
+
+        jars += [str(j) for j in kafka_jars() if str(j) not in jars]
     settings["spark.jars"] = ",".join([str(jar_path()), *jars])
     builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
     for key, value in settings.items():
@@ -126,8 +132,8 @@ def _ensure_registered(spark: "SparkSession") -> None:
         spark.dataSource.register(DefaultSource)
 
 
-def local_session(app_name: str = "tablestore", *, cores: int = 2,
-                  conf: Mapping[str, str] | None = None) -> "SparkSession":
+def local_session(app_name: str = "tablestore", *, cores: int = 2, conf: Mapping[str, str] | None = None,
+                  kafka: bool = False) -> "SparkSession":
     """A `local[cores]` session (one shuffle partition per core, no UI, 2 GB driver) with everything `session()`
     sets."""
     settings = {
@@ -137,4 +143,4 @@ def local_session(app_name: str = "tablestore", *, cores: int = 2,
         **(conf or {}),
     }
     warehouse = settings.pop(WAREHOUSE_CONF, None)
-    return session(warehouse, master=f"local[{cores}]", app_name=app_name, **settings)
+    return session(warehouse, master=f"local[{cores}]", app_name=app_name, kafka=kafka, **settings)

@@ -147,8 +147,8 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "options": dict(sorted(schema.options.items())),
         "comment": schema.comment,
         "bucket": handle.options.bucket,
-        "bucket_key": list(schema.key_columns),   # the primary key, or the whole row (filestore/bucket.py)
-        "bucket_key_types": [str(schema.arrow_schema.field(k).type) for k in schema.key_columns],
+        "bucket_key": list(schema.bucket_key_columns),   # the primary key, or the whole row (filestore/bucket.py)
+        "bucket_key_types": [str(schema.arrow_schema.field(k).type) for k in schema.bucket_key_columns],
         "snapshot_id": handle.store.snapshots.latest_id(),
         "read_snapshot_id": read_snapshot_id,
     }
@@ -165,11 +165,19 @@ def drop_table(args: Mapping[str, Any]) -> bool:
 
 
 def alter_table(args: Mapping[str, Any]) -> dict[str, Any]:
-    """SET / UNSET TBLPROPERTIES: the options `catalog.options.ALTERABLE` names; the comment."""
+    """SET / UNSET TBLPROPERTIES: the options `catalog.options.ALTERABLE` names; the comment. ADD COLUMNS and ALTER
+    COLUMN ... TYPE (`add_columns`, `column_types`: Spark StructTypes as JSON): one `catalog.Catalog.alter_table`,
+    whose rules and SchemaEvolutionError messages are the same as the Python API's."""
     table = identifier(args)
     set_options = {str(k): str(v) for k, v in dict(args.get("set") or {}).items()}
     unset = [str(k) for k in args.get("unset") or []]
     if "comment" in set_options or "comment" in unset:
         raise SqlTableError(f"table {table!r}: the table comment is fixed when the table is created")
-    table_catalog(args).alter_table_options(table, set_options, unset)
+    cat = table_catalog(args)
+    add_columns = list(arrow_schema(str(args["add_columns"]))) if args.get("add_columns") else []
+    column_types = arrow_schema(str(args["column_types"])) if args.get("column_types") else pa.schema([])
+    if add_columns or len(column_types):
+        cat.alter_table(table, add_columns=add_columns, alter_column_types={f.name: f.type for f in column_types})
+    if set_options or unset:
+        cat.alter_table_options(table, set_options, unset)
     return load_table(args)

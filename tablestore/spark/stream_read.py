@@ -7,8 +7,13 @@ Offsets (JSON, checkpointed by Spark; a restart resumes exactly at the last comm
 - a table with a log: `{"base": S or null, "log": {partition: offset}}`. `scan=full` starts with base = the
   latest snapshot S and the log at S's stored offsets (the first batch is S's rows as +I, then the log: no
   duplicate, no gap); `latest` at the log's end now; `from-timestamp` at the first record at or after
-  `scan.timestamp-ms`. A batch reads the log offsets [start, end) of each partition (read_committed for
-  transactional consistency), end = the last stable offset when planned, capped by `max-rows-per-trigger`.
+  `scan.timestamp-ms` (moved back to the start of the commit it falls in, when `changelog.normalize`). A batch
+  reads the log offsets [start, end) of each partition (read_committed for transactional consistency), end = the
+  last stable offset when planned, capped by `max-rows-per-trigger`.
+  `changelog.normalize` (the option of the read, else the table's; default true) on a primary-key table: each
+  partition's range is one task, which turns it into the changelog of its commits (tablestore.log_changes, the
+  rule `Table.read_changes` applies too) with no state from earlier batches; a capped end is moved to a commit
+  boundary, so a commit is never split. Otherwise the log's records as stored, all ranges in one task.
 - a table without a log (`log.system` = none): `{"base": S or null, "snapshot": N}`, N the last snapshot streamed;
   each later snapshot's changes come from comparing it with its parent (tablestore.snapshot_changes: -U/+U, -D
   with the old row; compactions give nothing). `full` starts with the latest snapshot's rows as +I.
@@ -32,8 +37,10 @@ except ImportError:  # PySpark 4.1: Spark calls latestOffset() without arguments
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in base class: PySpark 4.1 has no such interface (AvailableNow reads up to one end offset)."""
 
+import catalog
 from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
+from tablestore.log_changes import ChangeSource, commit_end, commit_start, range_changes
 from tablestore.snapshot_changes import snapshot_changes
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, int_option, table_ref
 
@@ -46,8 +53,8 @@ SCANS = ("full", "latest", "from-timestamp")
 
 @dataclass(frozen=True)
 class ChangesPartition(InputPartition):
-    """One piece of a batch: a snapshot's rows as +I (`base`), a log range, or the changes from snapshot `parent`
-    to `snapshot`."""
+    """One piece of a batch: a snapshot's rows as +I (`base`), log ranges as stored (`log`), one partition's log
+    range as the changelog of its commits (`commits`), or the changes from snapshot `parent` to `snapshot`."""
 
     kind: str
     base: int | None = None
@@ -79,12 +86,14 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.timestamp_ms = int_option(options, "scan.timestamp-ms", table)
         if self.scan == "from-timestamp" and self.timestamp_ms is None:
             raise DataSourceOptionError(f"table {table!r}: scan 'from-timestamp' needs option 'scan.timestamp-ms'")
+        self.normalize = _normalize(options, self.ref)
         self.max_rows = int_option(options, "max-rows-per-trigger", table)
         if self.max_rows and not ADMISSION_CONTROL:
             warnings.warn(f"table {table!r}: option 'max-rows-per-trigger' needs PySpark >= 4.2 (admission control "
                           "for Python stream readers); on this PySpark every trigger reads all available changes",
                           RuntimeWarning, stacklevel=2)
         self._target: dict[str, Any] | None = None
+        self.stream_schema = schema
 
     # -- offsets ----------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -108,7 +117,10 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.scan == "latest":
             return {"base": None, "log": _json(reader.start_at_end())}
         assert self.timestamp_ms is not None
-        return {"base": None, "log": _json(reader.start_at_timestamp(self.timestamp_ms))}
+        start = reader.start_at_timestamp(self.timestamp_ms)
+        if self.normalize:  # a start inside a commit reads that whole commit
+            start = {p: commit_start(handle.store, p, o) for p, o in start.items()}
+        return {"base": None, "log": _json(start)}
 
     def _end(self) -> dict[str, Any]:
         handle = self.ref.handle()
@@ -147,7 +159,9 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target = max(o, stop.get(p, o))
             if budget is not None:
                 take = min(budget, target - o)
-                budget -= take
+                if self.normalize and take:  # whole commits only
+                    take = commit_end(self.ref.handle().store, p, o, o + take, target) - o
+                budget = max(0, budget - take)
                 target = o + take
             out[p] = target
         return {"base": None, "log": _json(out)}
@@ -166,7 +180,9 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return parts
         begin, stop = _offsets(start["log"]), _offsets(end["log"])
         ranges = tuple((p, o) for p, o in sorted(begin.items()) if stop.get(p, o) > o)
-        if ranges:
+        if self.normalize:
+            parts += [ChangesPartition("commits", log_start=((p, o),), log_end=((p, stop[p]),)) for p, o in ranges]
+        elif ranges:
             parts.append(ChangesPartition("log", log_start=ranges,
                                           log_end=tuple((p, stop[p]) for p, _ in ranges)))
         return parts
@@ -174,7 +190,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangesPartition)
         fault_point("stream-read")
-        schema = changes_schema(self.ref)
+        schema = stream_schema(self.ref, self.stream_schema)
         handle = self.ref.handle()
         if partition.kind == "base":
             from tablestore.table import Table
@@ -188,6 +204,14 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             parent = store.snapshots.get(partition.parent) if store.snapshots.exists(partition.parent) else None
             for changes in snapshot_changes(store, parent, store.snapshots.get(partition.snapshot)):
                 yield _conform(changes, schema)
+        elif partition.kind == "commits":
+            assert handle.log is not None
+            (bucket, start), = partition.log_start
+            (_, end), = partition.log_end
+            source = ChangeSource(handle.identifier, handle.schema.arrow_schema, handle.schema.primary_keys,
+                                  handle.store, handle.log)
+            for changes in range_changes(source, bucket, start, end):
+                yield _conform(changes, schema)
         else:
             assert handle.log is not None
             for batch in handle.log.new_reader().read_range(dict(partition.log_start), dict(partition.log_end)):
@@ -195,6 +219,39 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def stream_schema(ref: TableRef, started: "StructType") -> pa.Schema:
+    """The batches' schema: the columns the stream started with (Spark fixes a stream's schema at its start),
+    in the table's types unless a type was widened since, then in the started type. Columns added since are
+    left out until the query restarts; a column the table no longer has is an error naming it."""
+    from tablestore.spark.types import read_schema, spark_type
+
+    table = changes_schema(ref)
+    wanted = read_schema(started)
+    fields = []
+    for field in started:
+        if table.get_field_index(field.name) < 0:
+            raise DataSourceOptionError(
+                f"table {ref.identifier!r}: column {field.name!r} of this stream is no longer in the table; "
+                "restart the query from a new checkpoint")
+        now = table.field(field.name)
+        same = field.name == ROW_KIND_COLUMN or spark_type(now.type, now.name) == field.dataType
+        fields.append(now if same else wanted.field(field.name))
+    return pa.schema(fields)
+
+
+def _normalize(options: dict[str, str], ref: TableRef) -> bool:
+    """Whether the log is read as the changelog of its commits: `changelog.normalize` (the read's option, else
+    the table's) on a primary-key table with a log."""
+    key = catalog.CHANGELOG_NORMALIZE.key
+    handle = ref.handle()
+    try:
+        wanted = (catalog.CHANGELOG_NORMALIZE.parse(options[key]) if key in options
+                  else handle.options.get(catalog.CHANGELOG_NORMALIZE))
+    except catalog.InvalidOptionError as e:
+        raise DataSourceOptionError(f"table {ref.identifier!r}: {e}") from None
+    return bool(wanted) and handle.schema.has_primary_key and handle.log is not None
 
 
 def _json(offsets: dict[int, int]) -> dict[str, int]:
@@ -213,7 +270,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:
 def read_changes(spark: "SparkSession", table: str, **options: Any) -> "DataFrame":
     """`spark.readStream.format("managed")` of `table`'s changes: `_row_kind` + the table's columns. Options as
     keyword arguments with `_` for `-`/`.` where needed, or their keys: `scan`, `scan.timestamp-ms`,
-    `max-rows-per-trigger`, `warehouse`."""
+    `max-rows-per-trigger`, `changelog.normalize`, `warehouse`."""
     from tablestore.spark.types import spark_schema
 
     opts = {k: str(v) for k, v in options.items()}

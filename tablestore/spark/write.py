@@ -122,6 +122,7 @@ class ManagedWriter(DataSourceArrowWriter):
                             handle.store.schema.id, handle.log.options.topic if handle.log is not None else None)
         base = handle.store.snapshots.latest()
         self.base_snapshot_id = None if base is None else base.id
+        self.plan_schema_id = handle.store.schema.id   # the JVM tasks write the columns of this schema
         self.commit_user = f"spark-{uuid.uuid4()}"
         names = [f.name for f in schema]
         self.has_row_kind = ROW_KIND_COLUMN in names
@@ -210,7 +211,8 @@ class ManagedWriter(DataSourceArrowWriter):
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         jvm = [m for m in messages if isinstance(m, JvmTaskCommit)]
         if jvm:
-            everything += commit_messages(self.ref.handle().store, jvm)
+            store = self.ref.handle().store   # the JVM files are of the plan's schema, whatever the table's is now
+            everything += commit_messages(store, jvm, store.schema_of(self.plan_schema_id))
         # Spark calls `abort` when this raises: it deletes the files unless the snapshot was published
         scope: Overwrite = self.scope if self.scope != "filter" else None
         if self.scope == "filter":

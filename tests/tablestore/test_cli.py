@@ -218,3 +218,11 @@ def test_expire_retain_last_keeps_the_newest_snapshots(warehouse: str, capsys: p
     code, out, _ = run(capsys, "expire", "db.t", "--retain-last", "1", "--warehouse", warehouse, "--output", "json")
     assert code == 0 and json.loads(out)["expired"] == [1, 2]
     assert [s.id for s in tablestore.Catalog(warehouse).get_table("db.t").snapshots()] == [3]
+
+
+def test_ingest_into_a_missing_table_without_create_names_it_before_spark_starts(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "ingest", "shop.orders", "--topic", "shop.public.orders", "--bootstrap-servers",
+                         "127.0.0.1:1", "--warehouse", str(tmp_path))
+    assert code == 2
+    assert "table 'shop.orders' does not exist" in err and "--create" in err

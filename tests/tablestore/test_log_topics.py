@@ -191,8 +191,9 @@ def test_latest_scan_sees_only_changes_after_it_started(tmp_path: Path, kafka_bo
     t.write(rows(row(2, "updated"), row(4, "new")))
     reader.join(timeout=15)
     assert not reader.is_alive()
-    # a `latest` reader has no state for key 2: its update reads as an insert (as in Flink)
-    assert sorted((k, r["id"], r["name"]) for k, r in seen) == [("+I", 2, "updated"), ("+I", 4, "new")]
+    # key 2 existed before the reader started: its update carries the row it replaces (the table's at the start)
+    assert sorted((k, r["id"], r["name"]) for k, r in seen) == [("+I", 4, "new"), ("+U", 2, "updated"),
+                                                                ("-U", 2, "before")]
 
 
 @pytest.mark.kafka
@@ -221,7 +222,11 @@ def test_from_timestamp_scan_by_argument_and_by_option(tmp_path: Path, kafka_boo
     t.write(rows(row(3, "late"), row(1, "late")))
 
     by_option = changes(t.read_changes(timeout_s=1))  # log.scan / log.scan.timestamp-millis of the table
-    assert sorted((k, r["id"], r["name"]) for k, r in by_option) == [("+I", 1, "late"), ("+I", 3, "late")]
+    # key 1 existed before the start: its update carries the row it replaces
+    assert sorted((k, r["id"], r["name"]) for k, r in by_option) == [
+        ("+I", 3, "late"), ("+U", 1, "late"), ("-U", 1, "early")]
+    stored = changes(t.read_changes(timeout_s=1, normalize=False))  # the records as the log stores them
+    assert sorted((k, r["id"], r["name"]) for k, r in stored) == [("+I", 1, "late"), ("+I", 3, "late")]
 
     by_argument = changes(t.read_changes(scan="from-timestamp", timestamp_ms=0, timeout_s=1))
     assert sorted((k, r["id"], r["name"]) for k, r in by_argument) == [

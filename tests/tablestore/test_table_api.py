@@ -72,7 +72,7 @@ def test_write_returns_the_snapshot_id_and_empty_writes_commit_nothing(tmp_path:
 def test_schema_mismatches_raise(tmp_path: Path) -> None:
     t = new_table(tmp_path)
     bad_inputs = [
-        pa.table({"id": [1], "dt": ["a"]}),                                        # missing column
+        pa.table({"id": [1], "v": ["x"]}),                                         # missing non-nullable column
         pa.table({"id": [1], "dt": ["a"], "v": ["x"], "extra": [1]}),              # unknown column
         pa.table({"id": ["not a number"], "dt": ["a"], "v": ["x"]}),               # uncastable type
     ]
@@ -83,6 +83,8 @@ def test_schema_mismatches_raise(tmp_path: Path) -> None:
         t.read(columns=["id", "nope"])
     assert t.snapshots() == []
     assert issubclass(SchemaMismatchError, FileStoreError)
+    t.write(pa.table({"id": [1], "dt": ["a"]}))   # a missing nullable column is null (e.g. an older writer)
+    assert t.read().to_pylist() == [{"id": 1, "dt": "a", "v": None}]
 
 
 def test_castable_types_are_accepted(tmp_path: Path) -> None:

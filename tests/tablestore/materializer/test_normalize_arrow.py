@@ -78,3 +78,18 @@ def test_bad_row_kinds_are_the_tablestore_error() -> None:
     with pytest.raises(InvalidRowKindError, match="'X'"):
         n.process_batch(pa.table({"_row_kind": ["+I", "X"], "k1": [1, 2], "k2": ["a", "b"], "v": ["x", "y"],
                                   "n": [1.0, 2.0]}))
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=st.lists(event, max_size=20), events=st.lists(event, max_size=40))
+def test_a_seeded_state_is_the_state_its_rows_leave_as_inserts(state: list[Event], events: list[Event]) -> None:
+    rows = {(e[1], e[2]): ("+I", *e[1:]) for e in state}  # one row per key, as a table's rows at a snapshot
+    seed = as_table(list(rows.values()), True)  # type: ignore[arg-type]
+    fed = ArrowChangelogNormalizer(SCHEMA, ["k1", "k2"])
+    fed.process_batch(seed)
+    seeded = ArrowChangelogNormalizer(SCHEMA, ["k1", "k2"])
+    seeded.process_batch(as_table([("+I", 9, "z", "old", 1.0)], True))  # replaced by the seed
+    seeded.seed(seed.drop_columns(["_row_kind"]))
+    assert len(seeded) == len(fed) == len(rows)
+    batch = as_table(events, True)
+    assert changes(seeded.process_batch(batch)) == changes(fed.process_batch(batch))

@@ -53,7 +53,7 @@ def spark_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(spark_warehouse: Path) -> Iterator[Any]:
-    session = local_session("tablestore-tests", conf={WAREHOUSE_CONF: str(spark_warehouse), **_delta()})
+    session = local_session("tablestore-tests", conf={WAREHOUSE_CONF: str(spark_warehouse), **_delta()}, kafka=True)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -1,7 +1,9 @@
 """Building the tablestore Spark jar: cached by content, rebuilt for other sources, a clear error without a JDK."""
 from __future__ import annotations
 
+import os
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
@@ -20,8 +22,8 @@ def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Pat
     other_spark.write_bytes(b"jar")
     first = jar_path()
     assert "tablestore/spark/jvm/UpsertMaterialize.class" in zipfile.ZipFile(first).namelist()
-    mtime = first.stat().st_mtime_ns
-    assert jar_path() == first and first.stat().st_mtime_ns == mtime   # cached
+    inode = first.stat().st_ino
+    assert jar_path() == first and first.stat().st_ino == inode   # cached, not rebuilt
 
     sources = tmp_path / "java"
     shutil.copytree(jar.SOURCES, sources)
@@ -29,7 +31,13 @@ def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Pat
     extra.write_text(extra.read_text() + "\n// changed\n")
     monkeypatch.setattr(jar, "SOURCES", sources)
     second = jar_path()
-    assert second != first and second.exists() and not first.exists()
+    assert second != first and second.exists()
+    assert first.exists()   # another checkout sharing the cache may still use it
+    week_ago = time.time() - jar.STALE_JAR_S - 60
+    os.utime(first, (week_ago, week_ago))
+    extra.write_text(extra.read_text() + "\n// changed again\n")
+    third = jar_path()
+    assert not first.exists() and second.exists() and third.exists()   # only the jar unused for a week goes
     assert other_spark.exists()   # the jar of another Spark version stays
 
 

@@ -37,6 +37,7 @@ UPDATE managed.db.orders SET amount = 0 WHERE id = 1;
 """
 
 
+@pytest.mark.version_independent
 def test_operations_from_the_spark_sql_shell(tmp_path: Path) -> None:
     try:
         executable = spark_sql_executable()

@@ -295,19 +295,53 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
     public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
         Map<String, String> set = new LinkedHashMap<>();
         List<String> unset = new ArrayList<>();
+        StructType addColumns = new StructType();     // ADD COLUMNS: the new fields, in order
+        StructType columnTypes = new StructType();    // ALTER COLUMN ... TYPE: each column with its new type
         for (TableChange change : changes) {
             if (change instanceof TableChange.SetProperty) {
                 set.put(((TableChange.SetProperty) change).property(), ((TableChange.SetProperty) change).value());
             } else if (change instanceof TableChange.RemoveProperty) {
                 unset.add(((TableChange.RemoveProperty) change).property());
+            } else if (change instanceof TableChange.AddColumn) {
+                TableChange.AddColumn add = (TableChange.AddColumn) change;
+                String name = topLevel(ident, add.fieldNames(), "ADD COLUMN");
+                if (add.position() != null) {
+                    throw refused(ident, "ADD COLUMN " + name + " " + add.position()
+                        + ": columns are added at the end only");
+                }
+                if (add.defaultValue() != null) {
+                    throw refused(ident, "ADD COLUMN " + name + " DEFAULT " + add.defaultValue()
+                        + ": an added column has no default (rows written before it read it as null)");
+                }
+                org.apache.spark.sql.types.Metadata metadata = add.comment() == null
+                    ? org.apache.spark.sql.types.Metadata.empty()
+                    : new org.apache.spark.sql.types.MetadataBuilder().putString("comment", add.comment()).build();
+                addColumns = addColumns.add(name, add.dataType(), add.isNullable(), metadata);
+            } else if (change instanceof TableChange.UpdateColumnType) {
+                TableChange.UpdateColumnType update = (TableChange.UpdateColumnType) change;
+                String name = topLevel(ident, update.fieldNames(), "ALTER COLUMN");
+                columnTypes = columnTypes.add(name, update.newDataType(), true);
             } else {
-                throw Errors.unchecked(new PythonServiceException("UnsupportedOperation", "table " + ident
-                    + ": the managed catalog changes table options only (SET/UNSET TBLPROPERTIES), not " + change));
+                throw refused(ident, "the managed catalog changes table options (SET/UNSET TBLPROPERTIES), adds "
+                    + "columns (ADD COLUMNS) and widens column types (ALTER COLUMN ... TYPE) only, not " + change);
             }
         }
         loadTable(ident);   // NoSuchTableException first
-        JsonNode meta = call("alter_table", args("table", tableName(ident), "set", set, "unset", unset));
+        JsonNode meta = call("alter_table", args("table", tableName(ident), "set", set, "unset", unset,
+            "add_columns", addColumns.json(), "column_types", columnTypes.json()));
         return new ManagedTable(this, ident, meta, Map.of());
+    }
+
+    private static String topLevel(Identifier ident, String[] fieldNames, String what) {
+        if (fieldNames.length != 1) {
+            throw refused(ident, what + " " + String.join(".", fieldNames)
+                + ": nested fields cannot change; a managed table's schema evolves by top-level columns");
+        }
+        return fieldNames[0];
+    }
+
+    private static RuntimeException refused(Identifier ident, String message) {
+        return Errors.unchecked(new PythonServiceException("SchemaEvolutionError", "table " + ident + ": " + message));
     }
 
     @Override

@@ -1,0 +1,158 @@
+"""`tablestore ingest`: the CDC job from the command line (tablestore/spark/ingest.py does the work).
+
+    tablestore ingest shop.orders --topic shop.public.orders --format debezium-json \\
+        --bootstrap-servers 127.0.0.1:19092 --warehouse /wh [--create] [--checkpoint DIR] \\
+        [--available-now | --trigger-interval 1s] [--starting-offsets earliest|latest] [--bad-records fail|skip]
+
+It runs until Ctrl-C or SIGTERM (then it stops after the micro-batch in flight: exit 0) or, with
+`--available-now`, until the topic is read to the end it had at the start. Progress goes to stdout every
+`--progress-every` seconds (a JSON object per line with `--output json`), then a summary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any, Callable
+
+import catalog
+from logstore import LogStoreError, topic_partitions
+from tablestore.cdc import FORMATS
+
+WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\s*$")
+
+
+def trigger_interval(text: str) -> str:
+    """`1s`, `500ms`, `2 min` as Spark's processing-time trigger (`1 second`)."""
+    m = _INTERVAL.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"--trigger-interval {text!r}: give a duration like 1s, 500ms or 1min")
+    value, unit = float(m.group(1)), (m.group(2) or "s")
+    ms = value if unit == "ms" else value * 60000 if unit.startswith("m") else value * 1000
+    return f"{int(ms)} milliseconds"
+
+
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{flag} {item!r}: give key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topic", required=True, help="the Kafka topic of the source table's changes")
+    p.add_argument("--format", default="debezium-json", choices=FORMATS, help="the records' format (default: %(default)s)")
+    p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the source's Kafka cluster")
+    p.add_argument("--create", action="store_true",
+                   help="create the table (and its database) from the first record if it does not exist")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="Spark checkpoint (default: <table dir>/checkpoint/ingest-<topic>: a restart resumes)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--available-now", action="store_true", help="read what the topic holds now, then exit 0")
+    when.add_argument("--trigger-interval", type=trigger_interval, default="1s", metavar="DURATION",
+                      help="how often a micro-batch starts (default: 1s)")
+    p.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
+                   help="where a new checkpoint starts reading (default: %(default)s); a checkpoint resumes")
+    p.add_argument("--bad-records", choices=("fail", "skip"), default="fail",
+                   help="a record that is not valid for its format: stop (default) or skip and count it")
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="cap one micro-batch at N records")
+    p.add_argument("--table-option", action="append", metavar="K=V",
+                   help="an option of the table --create creates (e.g. bucket=4); repeatable")
+    p.add_argument("--kafka-option", action="append", metavar="K=V",
+                   help="an option of Spark's Kafka source (e.g. kafka.security.protocol=SSL); repeatable")
+    p.add_argument("--master", default=None, help="Spark master (default: local[*])")
+    p.add_argument("--conf", action="append", metavar="K=V", help="a Spark setting; repeatable")
+    p.add_argument("--spark-log-level", default="OFF", choices=("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG"),
+                   help="Spark's own log on stderr (default: OFF: the job reports its errors itself, in one line; "
+                        "a schema change it follows is no error)")
+    p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",
+                   help="print progress this often (default: %(default)s)")
+
+
+def _printer(output: str, every_s: float) -> Callable[[Any], None]:
+    last = [0.0]
+
+    def show(progress: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < every_s and progress.state not in ("done", "evolve"):
+            return
+        last[0] = now
+        if output == "json":
+            print(json.dumps({"progress": vars(progress)}, default=str), flush=True)
+        else:
+            print(progress.line(), flush=True)
+
+    return show
+
+
+def _summary(progress: Any) -> str:
+    lines = [f"ingested {progress.events:,} events into {progress.table} as {progress.rows:,} changes in "
+             f"{progress.elapsed_s:.1f} s: {progress.snapshots} snapshots"]
+    if progress.bad_records:
+        lines.append(f"  bad records skipped: {progress.bad_records:,}")
+    for change in progress.schema_changes:
+        lines.append(f"  schema change: {change}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
+    """The command; `usage_error` is the CLI's usage error class (exit 1)."""
+    import tablestore.spark
+    from tablestore.spark.ingest import IngestConfig, IngestJob
+
+    warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
+    if not warehouse:
+        raise usage_error(f"give --warehouse or set {WAREHOUSE_ENV}")
+    try:
+        table_options = _pairs(args.table_option, "--table-option")
+        kafka_options = _pairs(args.kafka_option, "--kafka-option")
+        conf = _pairs(args.conf, "--conf")
+    except argparse.ArgumentTypeError as e:
+        raise usage_error(str(e)) from None
+    if not args.create and not catalog.Catalog(warehouse).table_exists(args.table):   # before Spark starts
+        raise catalog.TableNotFoundError(f"table {args.table!r} does not exist in {warehouse}: create it, or pass --create to "
+                             "create it from the topic's first record")
+    if topic_partitions({"bootstrap.servers": args.bootstrap_servers}, args.topic) is None:
+        raise LogStoreError(f"topic {args.topic!r} does not exist on {args.bootstrap_servers}")
+    catalog_options = {"log.properties.bootstrap.servers": args.bootstrap_servers} if args.create else {}
+    config = IngestConfig(
+        table=args.table, topic=args.topic, bootstrap_servers=args.bootstrap_servers, warehouse=warehouse,
+        format=args.format, create=args.create, checkpoint=args.checkpoint, available_now=args.available_now,
+        trigger_interval=args.trigger_interval, starting_offsets=args.starting_offsets,
+        bad_records=args.bad_records, kafka_options=kafka_options, table_options=table_options,
+        catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger)
+    spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest", **conf)
+    spark.sparkContext.setLogLevel(args.spark_log_level)
+    job = IngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
+    stops = [0]
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stops[0] += 1
+        if stops[0] == 1:
+            print(f"stopping after the micro-batch in flight ({signal.Signals(signum).name}; again to stop now)",
+                  file=sys.stderr, flush=True)
+            job.request_stop()
+        else:
+            raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        progress = job.run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        spark.stop()
+    if args.output == "json":
+        print(json.dumps({"summary": vars(progress)}, default=str))
+    else:
+        print(_summary(progress))
+    return 0

@@ -1,0 +1,259 @@
+"""`tablestore demo`: the job tablestore exists for, on the embedded defaults (a local warehouse, the project's own
+Kafka broker, local Spark), checked end to end.
+
+1. a generated "shop" database (tablestore.cdc.shop) emits Debezium JSON change events for its orders into a Kafka
+   topic: inserts, updates, deletes, primary-key changes, and half way an ALTER TABLE that adds a column;
+2. `tablestore ingest`'s job (tablestore.spark.ingest) streams them into the managed table `shop.orders`, creating
+   it from the first event and adding the new column when it appears, without a restart;
+3. a second streaming query reads the table's own changes (`readStream.format("managed")`: -U/+U, -D with the old
+   row) and keeps revenue per customer from them, as a downstream consumer would;
+4. compaction runs meanwhile, beside the writer (optimistic commits: one of them retries);
+5. at the end the table and the revenue are checked against the generator's ground truth, then compacted fully.
+It shows progress while it runs and prints a report: events, rows, snapshots, files before and after compaction,
+and the end-to-end latency (p50/p99) from each event's time to its row being readable in the table and to its change
+reaching the downstream query. Exit status 1 when anything disagrees.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+import logstore
+import tablestore
+from filestore import CommitConflictError, CommitRetriesExhaustedError
+from logstore import broker
+from tablestore.cdc.shop import TOPIC, ShopOrders
+
+TABLE = "shop.orders"
+
+
+@dataclass
+class DemoState:
+    produced: int = 0
+    downstream_changes: int = 0
+    revenue: dict[int, Decimal] = field(default_factory=dict)
+    downstream_lag_s: list[float] = field(default_factory=list)
+    compactions: int = 0
+    compaction_conflicts: int = 0
+    done_producing: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def _produce(shop: ShopOrders, producer: logstore.RawProducer, state: DemoState, rate: int, seconds: float) -> None:
+    """Play the shop's change stream at `rate` events/s; the source's ALTER TABLE half way."""
+    start = time.monotonic()
+    made = 0
+    try:
+        while (elapsed := time.monotonic() - start) < seconds:
+            if not shop.coupon and elapsed >= seconds / 2:
+                shop.add_coupon()
+            due = int(elapsed * rate)
+            for key, value in shop.events(max(0, due - made)):
+                producer.produce(key, value, tag=time.time())
+            made = max(made, due)
+            state.produced = shop.made
+            time.sleep(0.05)
+        producer.flush()
+    except Exception as e:  # noqa: BLE001 - reported at the end, the demo fails
+        state.errors.append(f"producer: {e}")
+    state.done_producing = True
+
+
+def _compact_now_and_then(table: tablestore.Table, state: DemoState, stop: threading.Event) -> None:
+    while not stop.wait(8):
+        try:
+            table.compact()
+            state.compactions += 1
+        except (CommitConflictError, CommitRetriesExhaustedError):
+            state.compaction_conflicts += 1   # the writer won the race: nothing lost, the next round compacts
+        except tablestore.TableStoreError as e:
+            state.errors.append(f"compaction: {e}")
+
+
+def _downstream(spark: Any, warehouse: str, checkpoint: str, state: DemoState) -> Any:
+    """Revenue per customer from the table's changes: +I/+U add the row's amount, -U/-D take the old row's away."""
+    from pyspark.sql import functions as F
+
+    changes = spark.readStream.format("managed").option("warehouse", warehouse).load(TABLE)
+
+    def apply(batch: Any, batch_id: int) -> None:
+        signed = F.when(F.col("_row_kind").isin("+I", "+U"), F.col("amount")).otherwise(-F.col("amount"))
+        lag = (F.unix_micros(F.current_timestamp()) - F.unix_micros(F.col("updated_at").cast("timestamp"))) / 1e6
+        rows = batch.select(F.col("customer_id"), signed.alias("signed"), lag.alias("lag")).collect()
+        for r in rows:
+            state.revenue[r["customer_id"]] = state.revenue.get(r["customer_id"], Decimal(0)) + r["signed"]
+            state.downstream_lag_s.append(float(r["lag"]))
+        state.downstream_changes += len(rows)
+
+    return (changes.writeStream.foreachBatch(apply).option("checkpointLocation", checkpoint)
+            .trigger(processingTime="1 second").start())
+
+
+def _table_latencies(job: Any, producer: logstore.RawProducer) -> list[float]:
+    """Per event: the commit time of the snapshot of the micro-batch that read it, minus when it was made."""
+    return job.event_latencies([(p, o, float(t)) for p, o, t in producer.delivered])
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q)) if values else float("nan")
+
+
+def _view(state: DemoState, job: Any, started: float) -> Any:
+    from rich.table import Table
+
+    p = job.progress
+    view = Table(title=f"tablestore demo: {TOPIC} -> {TABLE} -> revenue per customer "
+                       f"({time.monotonic() - started:.0f} s)", show_header=False)
+    view.add_row("source events produced", f"{state.produced:,}" + (" (done)" if state.done_producing else ""))
+    view.add_row("ingest", f"{p.events:,} events, {p.events_per_s:,.0f}/s, Kafka lag {p.lag if p.lag is not None else '?'}"
+                           f", {p.snapshots} snapshots, last commit {p.last_commit_s or 0:.2f} s ({p.state})")
+    view.add_row("schema changes", ", ".join(p.schema_changes) or "-")
+    view.add_row("downstream", f"{state.downstream_changes:,} changes, {len(state.revenue)} customers")
+    view.add_row("compaction", f"{state.compactions} runs, {state.compaction_conflicts} lost a race and retried")
+    return view
+
+
+def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: float = 60.0, keys: int = 5000) -> int:
+    """The demo; 0 when the table and the downstream revenue equal the source's truth, else 1."""
+    from rich.console import Console
+    from rich.live import Live
+
+    import tablestore.spark
+    from tablestore.spark.ingest import IngestConfig, IngestJob
+
+    console = Console()
+    started_broker = broker.status() is None
+    bootstrap = broker.status() or broker.start()
+    own_warehouse = warehouse is None
+    warehouse = warehouse or tempfile.mkdtemp(prefix="tablestore-demo-")
+    console.print(f"broker {bootstrap}, warehouse {warehouse}; starting Spark")
+    try:
+        if tablestore.Catalog(warehouse).table_exists(TABLE):   # a warehouse of an earlier demo: start afresh
+            tablestore.Catalog(warehouse).drop_table(TABLE)
+        properties = {"bootstrap.servers": bootstrap}
+        logstore.recreate_topic(properties, TOPIC, partitions=2)
+        shop = ShopOrders(keys=keys, key_change_ratio=0.01)
+        producer = logstore.RawProducer(properties, TOPIC, track=True)
+        for key, value in shop.events(50):   # the first events: the table is created from them
+            producer.produce(key, value, tag=time.time())
+        producer.flush()
+        spark = tablestore.spark.session(warehouse, master="local[2]", kafka=True, app_name="tablestore-demo",
+                                         **{"spark.sql.shuffle.partitions": "2"})
+        spark.sparkContext.setLogLevel("OFF")   # the demo reports its own errors; Spark logs expected ones too
+        state = DemoState()
+        job = IngestJob(spark, IngestConfig(
+            table=TABLE, topic=TOPIC, bootstrap_servers=bootstrap, warehouse=warehouse, create=True,
+            table_options={"bucket": "2"}, catalog_options={"log.properties.bootstrap.servers": bootstrap},
+            trigger_interval="1 second"))
+        ingest = threading.Thread(target=_run_job, args=(job, state), daemon=True)
+        ingest.start()
+        while not tablestore.Catalog(warehouse).table_exists(TABLE) and ingest.is_alive():
+            time.sleep(0.2)
+        table = tablestore.Catalog(warehouse).get_table(TABLE)
+        down = _downstream(spark, warehouse, f"{warehouse}/_downstream_checkpoint", state)
+        stop = threading.Event()
+        threads = [threading.Thread(target=_produce, args=(shop, producer, state, rate, seconds), daemon=True),
+                   threading.Thread(target=_compact_now_and_then, args=(table, state, stop), daemon=True)]
+        for t in threads:
+            t.start()
+        t0 = time.monotonic()
+        expected = shop.revenue_by_customer
+        with Live(_view(state, job, t0), console=console, refresh_per_second=2) as live:
+            deadline = None
+            while ingest.is_alive() and not state.errors:
+                live.update(_view(state, job, t0))
+                if down.exception() is not None:
+                    state.errors.append(f"downstream query: {down.exception()}")
+                time.sleep(0.5)
+                if state.done_producing:
+                    deadline = deadline or time.monotonic() + 120
+                    if _caught_up(job, producer, state, expected()) or time.monotonic() > deadline:
+                        break
+            stop.set()
+            job.request_stop()
+            ingest.join(120)
+            down.stop()
+            live.update(_view(state, job, t0))
+        return _report(console, shop, table, state, job, producer)
+    finally:
+        if own_warehouse:
+            shutil.rmtree(warehouse, ignore_errors=True)
+        if started_broker:
+            broker.stop()
+
+
+def _run_job(job: Any, state: DemoState) -> None:
+    try:
+        job.run()
+    except Exception as e:  # noqa: BLE001 - reported at the end, the demo fails
+        state.errors.append(f"ingest: {type(e).__name__}: {e}")
+
+
+def _caught_up(job: Any, producer: logstore.RawProducer, state: DemoState, expected: dict[int, Decimal]) -> bool:
+    ends: dict[int, int] = {}
+    for partition, offset, _ in producer.delivered:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    done = job.commits[-1][0] if job.commits else {}
+    return all(done.get(p, 0) >= end for p, end in ends.items()) and _same_revenue(state.revenue, expected)
+
+
+def _same_revenue(got: dict[int, Decimal], expected: dict[int, Decimal]) -> bool:
+    return {k: v for k, v in got.items() if v != 0} == {k: v for k, v in expected.items() if v != 0}
+
+
+def _files(table: tablestore.Table) -> int:
+    return int(str(table.describe()["file_count"]))
+
+
+def _report(console: Any, shop: ShopOrders, table: tablestore.Table, state: DemoState, job: Any,
+            producer: logstore.RawProducer) -> int:
+    table = _reload(table)
+    rows = sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
+    problems = list(state.errors)
+    if rows != shop.expected_rows():
+        problems.append(f"the table holds {len(rows):,} rows that differ from the source's {len(shop.truth):,}")
+    if not _same_revenue(state.revenue, shop.revenue_by_customer()):
+        problems.append("the downstream revenue per customer differs from the source's")
+    files_before = _files(table)
+    table.compact(full=True)
+    files_after = _files(_reload(table))
+    to_table = _table_latencies(job, producer)
+    snapshots = table.snapshots()
+    p = job.progress
+    lines = [
+        f"events      {shop.made:,} made by the source; {p.events:,} Kafka records ingested as {p.rows:,} changes",
+        f"table       {TABLE}: {len(rows):,} rows, {len(table.schema)} columns ({', '.join(table.schema.names)})",
+        f"schema      {'; '.join(p.schema_changes) or 'no change'}",
+        f"snapshots   {sum(s.kind == 'APPEND' for s in snapshots)} appends, "
+        f"{sum(s.kind == 'COMPACT' for s in snapshots)} compactions ({state.compactions} by the demo's compactor, "
+        f"{state.compaction_conflicts} lost a race to the writer and left the data as it was)",
+        f"files       {files_before} before the final full compaction, {files_after} after",
+        f"latency     event -> readable in the table: p50 {_pct(to_table, 50):.2f} s, p99 {_pct(to_table, 99):.2f} s "
+        f"({len(to_table):,} events)",
+        f"            event -> change in the downstream query: p50 {_pct(state.downstream_lag_s, 50):.2f} s, "
+        f"p99 {_pct(state.downstream_lag_s, 99):.2f} s ({len(state.downstream_lag_s):,} changes)",
+        f"downstream  revenue of {len([v for v in state.revenue.values() if v != 0])} customers",
+    ]
+    console.print("\n".join(lines))
+    if problems:
+        console.print("[bold red]FAILED[/]: " + "; ".join(problems))
+        return 1
+    console.print("[bold green]OK[/]: the table and the downstream revenue equal the source's state")
+    return 0
+
+
+def _reload(table: tablestore.Table) -> tablestore.Table:
+    """The table as it is now (the ingest job altered its schema meanwhile)."""
+    return tablestore.Catalog(_warehouse_of(table)).get_table(TABLE)
+
+
+def _warehouse_of(table: tablestore.Table) -> str:
+    """The warehouse of a table of this demo (`<warehouse>/shop.db/orders`)."""
+    return table.path.rsplit("/", 2)[0]

@@ -1,0 +1,200 @@
+"""Change records from Kafka decoded in the JVM: `debezium-json`, `upsert-json`, `canal-json`, `maxwell-json` into
+`_row_kind` (+I/-U/+U/-D) and a table's columns, with Spark SQL expressions only (`from_json`, higher-order
+functions, `try_cast`): no Python function sees a record, so decoding keeps up with Spark's Kafka source.
+
+The plan, per Kafka record (columns `key`, `value`, `topic`, `partition`, `offset`, `timestamp`):
+1. the value (and key) parsed once with `from_json` into the format's envelope, each row image a
+   `map<string,string>` of raw JSON texts (numbers and strings as written, objects as JSON);
+2. the record's row kinds and images by its format's plan (tablestore/spark/cdc_formats.py: Flink's semantics);
+   a tombstone gives none, a record that is not a change of its format gives one row carrying its error;
+3. the kinds exploded, then each column read from its text by the table's type (`_convert`): Debezium's
+   encodings included when the record declares them (the Connect wrapper's `schema`: decimals as base64 bytes with
+   their scale, `io.debezium.time.*` dates and epoch timestamps in ms/µs/ns, zoned timestamps as ISO text);
+4. errors: a value its column cannot hold, a null primary key, a malformed record: the record's reason.
+   A record whose columns the table does not have, or whose declared type the table does not take, or a number too
+   large for its column, is a schema change (`SCHEMA_CHANGE` in the reason): the job stops there, and
+   `tablestore ingest` evolves the table and resumes (tablestore/spark/ingest.py).
+`changes()` then applies the bad-record policy: `fail` raises (`raise_error`: the micro-batch fails, nothing of it
+is committed) naming topic, partition, offset and reason; `skip` drops and counts them (observed metrics).
+
+Without the wrapper a numeric timestamp's unit is unknown: below 10^14 it is read as epoch ms, below 10^17 as µs,
+else as ns (exact for every instant after 1973). A decimal sent as a JSON number (Maxwell, upsert-json, Debezium's
+`decimal.handling.mode=double`) is read through a double; Debezium's default `precise` and `string` modes and canal
+(text) are exact.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from logstore import ROW_KIND_COLUMN
+from tablestore.cdc.schemas import DECIMAL, FORMATS, TIMESTAMP_UNITS
+from tablestore.spark.cdc_formats import NO_DECLARED, PLANS, ROWMAP, SCHEMA_CHANGE, BadRecords, DecodeSpec, ident, lit
+from tablestore.spark.types import spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+BAD_RECORD = "TABLESTORE_CDC_BAD_RECORD"
+"""Opens a bad record's error message (`SCHEMA_CHANGE`, from cdc_formats, a schema change's)."""
+TS, ERROR, TOPIC, PARTITION, OFFSET = "__cdc_ts_ms", "__cdc_error", "__cdc_topic", "__cdc_partition", "__cdc_offset"
+META_COLUMNS = (TS, ERROR, TOPIC, PARTITION, OFFSET)
+OBSERVATION = "tablestore_cdc"
+"""Observed metrics of a decoded stream: rows, bad (records skipped), max_ts_ms (the newest event's time)."""
+CDC_FUNCTIONS = "tablestore.spark.jvm.cdc.CdcFunctions"
+
+
+_NUMBER = r"'^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$'"
+_INTEGER = r"'^[+-]?[0-9]+$'"
+
+
+def _micros(t: str, unit: str) -> str:
+    n = f"try_cast({t} AS BIGINT)"
+    return (f"CASE WHEN {unit} = 'ms' OR ({unit} IS NULL AND abs({n}) < 100000000000000) THEN {n} * 1000 "
+            f"WHEN {unit} = 'us' OR ({unit} IS NULL AND abs({n}) < 100000000000000000) THEN {n} ELSE {n} DIV 1000 END")
+
+
+def _convert(t: str, field: pa.Field, declared: str) -> str:
+    """SQL reading the text `t` as `field`'s Spark type (null when it cannot: the caller reports it). `declared`:
+    SQL of the record's declared logical type name of the column (null without the wrapper) and its scale: where
+    it says the encoding (Connect's Decimal, an epoch timestamp's unit), no value is looked at to guess it."""
+    st = spark_type(field.type, field.name)
+    ddl = st.simpleString()
+    if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+        return t
+    if pa.types.is_decimal(field.type):
+        scale = f"coalesce(try_cast({declared}.scale AS INT), {field.type.scale})"
+        from_bytes = f"try_cast(reflect('{CDC_FUNCTIONS}', 'decimalFromBase64', {t}, {scale}) AS {ddl})"
+        return (f"CASE WHEN {declared}.name = {lit(DECIMAL)} THEN {from_bytes} "
+                f"WHEN {t} RLIKE {_NUMBER} THEN try_cast({t} AS {ddl}) ELSE {from_bytes} END")
+    if pa.types.is_date(field.type):
+        return (f"CASE WHEN {t} RLIKE {_INTEGER} THEN date_add(DATE'1970-01-01', try_cast({t} AS INT)) "
+                f"ELSE try_cast({t} AS DATE) END")
+    if pa.types.is_timestamp(field.type):
+        units = ", ".join(f"{lit(name)}, {lit(unit)}" for name, unit in TIMESTAMP_UNITS.items())
+        unit = f"map({units})[{declared}.name]"
+        micros = _micros(t, unit)
+        numeric = (f"timestamp_micros({micros})" if field.type.tz is not None else
+                   f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')")
+        return (f"CASE WHEN {unit} IS NOT NULL OR {t} RLIKE {_INTEGER} THEN {numeric} "
+                f"ELSE try_cast({t} AS {ddl}) END")
+    if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+        return f"try_to_binary({t}, 'base64')"
+    if pa.types.is_list(field.type) or pa.types.is_struct(field.type) or pa.types.is_map(field.type):
+        return f"from_json({t}, {lit(ddl)})"
+    return f"try_cast({t} AS {ddl})"
+
+
+def _overflows(t: str, field: pa.Field) -> str | None:
+    """SQL: the text is a number its numeric column is too narrow for (the source's column widened)."""
+    if pa.types.is_integer(field.type):
+        return f"{t} RLIKE {_INTEGER}"
+    if pa.types.is_decimal(field.type) or pa.types.is_floating(field.type):
+        return f"{t} RLIKE {_NUMBER}"
+    return None
+
+
+def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
+    """`raw` Kafka rows decoded: `_row_kind`, the table's columns, and `META_COLUMNS` (event time, the error of a
+    bad record or schema change, the record's topic, partition and offset). No policy applied: see `changes`.
+    Each step is one projection, so what later steps use several times is computed once."""
+    from pyspark.sql import functions as F
+
+    if spec.format not in PLANS:
+        raise ValueError(f"unknown CDC format {spec.format!r}: use one of {', '.join(FORMATS)}")
+    plan = PLANS[spec.format](spec)
+    meta = [F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET)]
+    keep: list[Any] = [*(["key"] if plan.needs_key else []), "timestamp", *meta, F.col("value").isNull().alias("tomb")]
+    parse = plan.parse or (((("e", f"from_json(CAST(value AS STRING), {lit(plan.envelope)})"),),))
+    df = raw.select(*keep, "value")
+    for i, step in enumerate(parse):
+        last = i == len(parse) - 1
+        df = df.select(*[c for c in df.columns if not (last and c == "value")],
+                       *[F.expr(once(sql)).alias(name) for name, sql in step])
+    for step in plan.pre:
+        df = df.select("*", *[F.expr(sql).alias(name) for name, sql in step])
+    declared = plan.declared if any(_needs_declared(f.type) for f in spec.schema) else NO_DECLARED
+    items = [F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), {plan.items})").alias("items")] \
+        if plan.items is not None else []
+    df = df.select("*", F.expr(plan.error).alias("rerr")).select(
+        TOPIC, PARTITION, OFFSET, "rerr", F.expr(declared).alias("decl"), F.expr(plan.ts).cast("bigint").alias(TS),
+        F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS STRING)), {plan.kinds})").alias("kinds"),
+        *[F.expr(sql).alias(name) for name, sql in plan.carry], *items)
+    carried = [name for name, _ in plan.carry]
+    head = [TOPIC, PARTITION, OFFSET, "rerr", "decl", TS, *carried]
+    if plan.items is not None:
+        df = df.select(*head, "kinds", F.posexplode("items").alias("i", "d"))
+        head += ["i", "d"]
+    df = df.select(*head, F.explode("kinds").alias("k"))
+    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, F.expr(plan.row).alias("img"),
+                   F.expr(plan.over or f"CAST(NULL AS {ROWMAP})").alias("ovr"),
+                   F.expr(plan.struct_row or "CAST(NULL AS STRING)").alias("srow"))
+    def text(f: pa.Field) -> str:
+        from_map = (f"IF(ovr IS NOT NULL AND map_contains_key(ovr, {lit(f.name)}), ovr[{lit(f.name)}], "
+                    f"img[{lit(f.name)}])")
+        return f"IF(srow IS NOT NULL, srow.{ident(f.name)}, {from_map})" if plan.struct_row else from_map
+
+    texts = [F.expr(text(f)).alias(f"t{i}") for i, f in enumerate(spec.schema)]
+    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, *texts)
+    df = df.select("*", *[F.expr(_convert(f"t{i}", f, f"decl[{lit(f.name)}]")).alias(f"v{i}")
+                          for i, f in enumerate(spec.schema)])
+    problems = " ".join(_problems(i, f, spec.primary_key) for i, f in enumerate(spec.schema))
+    return df.select(
+        F.col("k").alias(ROW_KIND_COLUMN), *[F.col(f"v{i}").alias(f.name) for i, f in enumerate(spec.schema)],
+        TS, F.expr(f"coalesce(rerr, CASE {problems} END)").alias(ERROR), TOPIC, PARTITION, OFFSET)
+
+
+def once(sql: str) -> str:
+    """`sql`, computed once per row whatever later steps do with its result. Spark's optimizer inlines a projection
+    into the next (CollapseProject), so a column the next steps use n times is computed up to n times where code
+    generation does not find the repeats: a parsed record parsed n times over (measured: 13x the parse's CPU). It
+    never inlines a nondeterministic expression, and this one is, by a test that is always true."""
+    return f"IF(spark_partition_id() >= 0, {sql}, NULL)"
+
+
+def _problems(i: int, f: pa.Field, primary_key: tuple[str, ...]) -> str:
+    """SQL `WHEN ... THEN reason` branches of column `i`: a text its type cannot hold (a schema change when it is a
+    number too large for the column), a null primary key."""
+    t, v = f"t{i}", f"v{i}"
+    type_name = spark_type(f.type, f.name).simpleString().upper()
+    bad_value = f"concat({lit(f'column {f.name}: cannot read ' + chr(39))}, substr({t}, 1, 60), " \
+                f"{lit(chr(39) + ' as ' + type_name)})"
+    branches = []
+    overflow = _overflows(t, f)
+    if overflow is not None:
+        branches.append(f"WHEN {t} IS NOT NULL AND {v} IS NULL AND {overflow} THEN "
+                        f"concat({lit(SCHEMA_CHANGE + ': ')}, {bad_value})")
+    branches.append(f"WHEN {t} IS NOT NULL AND {v} IS NULL THEN {bad_value}")
+    if f.name in primary_key:
+        branches.append(f"WHEN {v} IS NULL THEN {lit(f'primary-key column {f.name} is null')}")
+    return " ".join(branches)
+
+
+def _needs_declared(type_: pa.DataType) -> bool:
+    return pa.types.is_decimal(type_) or pa.types.is_timestamp(type_)
+
+
+def changes(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
+    """`raw` Kafka rows as a changelog of `spec.table`: `_row_kind` + its columns, with the bad-record policy
+    applied (`fail`: the first bad record fails its micro-batch, naming topic, partition, offset and reason;
+    `skip`: dropped, counted in the observed metric `bad` of `OBSERVATION`), a schema change always failing
+    (message opened by `SCHEMA_CHANGE`)."""
+    from pyspark.sql import functions as F
+
+    decoded = decode(raw, spec)
+    where = F.concat(F.lit(" in topic "), F.col(TOPIC), F.lit(" partition "), F.col(PARTITION).cast("string"),
+                     F.lit(" offset "), F.col(OFFSET).cast("string"), F.lit(": "))
+    is_change = F.col(ERROR).startswith(SCHEMA_CHANGE)
+    detail = F.regexp_replace(F.col(ERROR), f"^{SCHEMA_CHANGE}: ", "")
+    raise_change = F.raise_error(F.concat(F.lit(f"{SCHEMA_CHANGE}: table {spec.table}: schema change"), where,
+                                          detail))
+    raise_bad = F.raise_error(F.concat(F.lit(f"{BAD_RECORD}: table {spec.table}: bad {spec.format} record"),
+                                       where, F.col(ERROR)))
+    keep: "Column" = (F.when(F.col(ERROR).isNull(), F.lit(True))
+                      .when(is_change, raise_change.cast("boolean")))
+    keep = keep.when(F.lit(spec.bad_records == "fail"), raise_bad.cast("boolean")).otherwise(F.lit(False))
+    observed = decoded.observe(
+        OBSERVATION, F.count(F.lit(1)).alias("rows"),
+        F.count(F.when(F.col(ERROR).isNotNull(), 1)).alias("bad"), F.max(TS).alias("max_ts_ms"))
+    return observed.filter(keep).select(ROW_KIND_COLUMN, *spec.schema.names)

@@ -1,0 +1,100 @@
+"""What `tablestore ingest` reports while it runs: its progress record, and the figures it reads from the Spark
+query's progress (Kafka lag, the offsets each micro-batch read up to)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+
+@dataclass
+class IngestProgress:
+    """What the job reports while it runs (and its summary at the end)."""
+
+    table: str
+    batches: int = 0
+    events: int = 0
+    rows: int = 0
+    events_per_s: float = 0.0
+    lag: int | None = None
+    snapshots: int = 0
+    last_commit_s: float | None = None
+    event_to_commit_s: float | None = None
+    bad_records: int = 0
+    schema_changes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    state: str = "resolve"
+
+    def line(self) -> str:
+        lag = "?" if self.lag is None else f"{self.lag:,}"
+        commit = "-" if self.last_commit_s is None else f"{self.last_commit_s:.2f} s"
+        fresh = "" if self.event_to_commit_s is None else f", newest event {self.event_to_commit_s:.1f} s old"
+        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
+        return (f"{self.table}: {self.events:,} events ({self.events_per_s:,.0f}/s)  lag {lag}  "
+                f"snapshots {self.snapshots}  last commit {commit}{fresh}{bad}")
+
+
+def _offsets(value: Any) -> Any:
+    """A source's offsets in a query's progress: a dict, or (PySpark's progress objects) its JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def lag(progress: Mapping[str, Any]) -> int | None:
+    """Kafka records behind: the source's latest offsets minus what the micro-batch read up to."""
+    total = 0
+    for source in progress.get("sources") or []:
+        latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
+        if not isinstance(latest, dict) or not isinstance(end, dict):
+            return None
+        for topic, partitions in latest.items():
+            for p, offset in partitions.items():
+                total += max(0, int(offset) - int(end.get(topic, {}).get(p, offset)))
+    return total
+
+
+def end_offsets(progress: Mapping[str, Any]) -> dict[int, int]:
+    """The Kafka offsets a micro-batch read up to, per partition (its source's `endOffset`)."""
+    out: dict[int, int] = {}
+    for source in progress.get("sources") or []:
+        end = _offsets(source.get("endOffset"))
+        for partitions in (end or {}).values():
+            out.update({int(p): int(o) for p, o in partitions.items()})
+    return out
+
+
+def status(query: "StreamingQuery") -> dict[str, Any]:
+    return dict(query.status or {})
+
+
+def last_progress(query: "StreamingQuery") -> dict[str, Any]:
+    return dict(query.lastProgress or {})
+
+
+def event_latencies(commits: list[tuple[dict[int, int], int]], events: list[tuple[int, int, float]]) -> list[float]:
+    """`commits`: per micro-batch in order, the Kafka offsets it read up to (per partition) and when it was
+    committed (epoch ms); `events`: (partition, offset, made at in epoch seconds). The seconds from each event's
+    making to the commit that holds it (events no commit holds yet are left out)."""
+    out = []
+    for partition, offset, made in events:
+        for ends, commit_ms in commits:
+            if offset < ends.get(partition, -1):
+                out.append(commit_ms / 1000 - made)
+                break
+    return out
+
+
+def batch_commits(query: "StreamingQuery") -> list[tuple[dict[int, int], int]]:
+    """`event_latencies`' commits of any Kafka-sourced query from its progress: each micro-batch that read records,
+    committed at its start plus its trigger's duration."""
+    import datetime as dt
+
+    out = []
+    for p in query.recentProgress or []:
+        if not p.get("numInputRows"):
+            continue
+        start = dt.datetime.fromisoformat(str(p["timestamp"]).replace("Z", "+00:00")).timestamp() * 1000
+        out.append((end_offsets(p), int(start + int(p["durationMs"].get("triggerExecution", 0)))))
+    return out

@@ -1,0 +1,317 @@
+"""`tablestore ingest` and `tablestore.spark.read_cdc` against the project's Kafka broker and real Spark: the table
+ends equal to the source's state (tablestore.cdc.shop's ground truth) and its own log holds each change once,
+through restarts, kill -9 at the commit points, schema changes mid-stream and bad records."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+import logstore
+import tablestore
+from logstore.kafka import KafkaAdmin
+from tablestore.cdc.shop import ShopOrders
+from tablestore.faults import FAULT_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+ROOT = Path(__file__).resolve().parents[3]
+TABLE = "shop.orders"
+
+
+def _topic(bootstrap: str, partitions: int = 2) -> str:
+    name = f"cdc-{uuid.uuid4().hex[:8]}"
+    KafkaAdmin({"bootstrap.servers": bootstrap}).create_topic(name, partitions, None)
+    return name
+
+
+def _produce(bootstrap: str, topic: str, records: Any) -> None:
+    logstore.produce_raw({"bootstrap.servers": bootstrap}, topic, records)
+
+
+def _ingest(warehouse: Path, topic: str, bootstrap: str, *extra: str, fault: str | None = None,
+            marker: Path | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """`tablestore ingest` in a process group of its own; with a fault, kill -9 the group once it stops there."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(FAULT_ENV, None)
+    if fault is not None:
+        env[FAULT_ENV] = f"{fault}:{marker}"
+    cmd = [sys.executable, "-m", "tablestore.cli", "ingest", TABLE, "--topic", topic, "--bootstrap-servers",
+           bootstrap, "--warehouse", str(warehouse), "--master", "local[2]", "--conf",
+           "spark.sql.shuffle.partitions=2", "--progress-every", "60", *extra]
+    # output to files, not pipes: a pipe nobody reads while the job runs fills up and blocks the job's logging
+    out_file, err_file = (tempfile.TemporaryFile("w+") for _ in range(2))
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=out_file, stderr=err_file, text=True)
+
+    def done(code: int) -> subprocess.CompletedProcess[str]:
+        proc.wait()
+        out_file.seek(0)
+        err_file.seek(0)
+        return subprocess.CompletedProcess(cmd, code, out_file.read(), err_file.read())
+
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if marker is not None and marker.exists():
+                os.killpg(proc.pid, signal.SIGKILL)
+                return done(-9)
+            if proc.poll() is not None:
+                return done(proc.returncode)
+            time.sleep(0.2)
+        raise AssertionError("tablestore ingest did not finish in time")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out_file.close()
+        err_file.close()
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def _table(warehouse: Path) -> tablestore.Table:
+    return tablestore.Catalog(str(warehouse)).get_table(TABLE)
+
+
+def _rows(table: tablestore.Table) -> list[dict[str, Any]]:
+    return sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
+
+
+def _log_is_once(table: tablestore.Table, bootstrap: str) -> None:
+    """The table's own log: exactly the records its APPEND snapshots committed (none twice), and replayed by key it
+    is the table."""
+    topic = table.options["log.topic"]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ingest-test", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    count = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(int(table.describe()["bucket"]))])
+        quiet = time.monotonic()
+        while time.monotonic() - quiet < 3:
+            got = [m for m in consumer.consume(num_messages=1000, timeout=0.3) if m.error() is None]
+            if got:
+                quiet = time.monotonic()
+            count += len(got)
+    finally:
+        consumer.close()
+    appended = sum(s.delta_record_count for s in table.snapshots() if s.kind == "APPEND")
+    assert count == appended
+    state: dict[int, dict[str, Any]] = {}
+    for batch in table.read_changes(scan="full", timeout_s=1.0):
+        for r in batch.to_pylist():
+            kind = r.pop("_row_kind")
+            if kind in ("+I", "+U"):
+                state[r["order_id"]] = r
+            else:
+                state.pop(r["order_id"], None)
+    assert sorted(state.values(), key=lambda r: r["order_id"]) == _rows(table)
+
+
+@pytest.mark.version_independent
+@pytest.mark.timeout(1200)
+def test_ingest_creates_the_table_and_a_restart_continues_exactly_once(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=150, key_change_ratio=0.03)
+    _produce(kafka_bootstrap, topic, shop.events(400))
+    out = _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--create", "--available-now",
+                      "--table-option", "bucket=2"))
+    assert "ingested" in out and f"into {TABLE}" in out
+    table = _table(tmp_path / "wh")
+    assert table.primary_key == ["order_id"]
+    assert _rows(table) == shop.expected_rows()
+    assert (Path(table.path) / "checkpoint" / f"ingest-{topic}").is_dir()   # the default checkpoint
+
+    _produce(kafka_bootstrap, topic, shop.events(300))   # the source goes on; a plain restart resumes
+    _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--available-now"))
+    table = _table(tmp_path / "wh")
+    assert _rows(table) == shop.expected_rows()
+    _log_is_once(table, kafka_bootstrap)
+
+
+@pytest.mark.version_independent
+@pytest.mark.timeout(1200)
+def test_a_job_killed_at_each_commit_point_ends_exactly_once(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=100, key_change_ratio=0.02)
+    _produce(kafka_bootstrap, topic, shop.events(600))
+    warehouse = tmp_path / "wh"
+    common = ("--create", "--available-now", "--max-offsets-per-trigger", "100", "--table-option", "bucket=2")
+    for i, fault in enumerate(("before-snapshot@2", "before-log-commit@2", "after-log-commit@2")):
+        done = _ingest(warehouse, topic, kafka_bootstrap, *common, fault=fault, marker=tmp_path / f"fault-{i}")
+        assert done.returncode == -9, (fault, done.stderr[-3000:])
+    _ok(_ingest(warehouse, topic, kafka_bootstrap, *common))
+    table = _table(warehouse)
+    assert _rows(table) == shop.expected_rows()
+    _log_is_once(table, kafka_bootstrap)
+
+
+def _job(spark: Any, warehouse: Path, topic: str, bootstrap: str, **config: Any) -> Any:
+    """The ingest job in this process, on the tests' session (`tablestore ingest` without its own Spark start)."""
+    from tablestore.spark.ingest import IngestConfig, IngestJob
+
+    return IngestJob(spark, IngestConfig(
+        table=TABLE, topic=topic, bootstrap_servers=bootstrap, warehouse=str(warehouse), create=True,
+        available_now=True, catalog_options={"log.properties.bootstrap.servers": bootstrap}, **config))
+
+
+@pytest.mark.timeout(900)
+def test_a_column_added_and_a_type_widened_in_the_source_evolve_the_table(
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=100)
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    shop.add_coupon()                       # ALTER TABLE orders ADD COLUMN coupon in the source database
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    shop.widen_customer()                   # ... ALTER COLUMN customer_id TYPE BIGINT
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    progress = _job(spark, tmp_path / "wh", topic, kafka_bootstrap).run()
+    assert progress.schema_changes == ["add column coupon string", "widen column customer_id to int64"]
+    table = _table(tmp_path / "wh")
+    assert table.schema.names[-1] == "coupon" and str(table.schema.field("customer_id").type) == "int64"
+    assert _rows(table) == shop.expected_rows()
+
+
+@pytest.mark.timeout(900)
+def test_schema_evolution_fail_stops_naming_the_column(spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    from tablestore.spark.ingest import IngestError
+
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=50)
+    _produce(kafka_bootstrap, topic, shop.events(50))
+    shop.add_coupon()
+    _produce(kafka_bootstrap, topic, shop.events(50))
+    job = _job(spark, tmp_path / "wh", topic, kafka_bootstrap, table_options={"ingest.schema-evolution": "fail"})
+    with pytest.raises(IngestError) as failed:
+        job.run()
+    assert "add column coupon string" in str(failed.value) and "ingest.schema-evolution is 'fail'" in str(failed.value)
+    assert "coupon" not in _table(tmp_path / "wh").schema.names
+
+
+@pytest.mark.timeout(900)
+def test_a_bad_record_stops_the_job_naming_its_offset_and_skip_counts_it(
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    from tablestore.spark.ingest import IngestError
+
+    topic = _topic(kafka_bootstrap, partitions=1)
+    shop = ShopOrders(keys=50)
+    _produce(kafka_bootstrap, topic, list(shop.events(30)) + [(ShopOrders.key(9999), b"{not json")] +
+             list(shop.events(30)))
+    with pytest.raises(IngestError) as failed:
+        _job(spark, tmp_path / "wh", topic, kafka_bootstrap).run()
+    assert f"table {TABLE}: bad debezium-json record in topic {topic} partition 0 offset 30: " \
+           "not a Debezium change event" in str(failed.value)
+    assert _table(tmp_path / "wh").snapshots() == []   # nothing of the failed micro-batch was committed
+
+    progress = _job(spark, tmp_path / "wh", topic, kafka_bootstrap, bad_records="skip").run()
+    assert progress.bad_records == 1
+    assert _rows(_table(tmp_path / "wh")) == shop.expected_rows()
+
+
+@pytest.mark.version_independent
+@pytest.mark.timeout(900)
+def test_sigterm_stops_after_the_batch_in_flight(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    shop = ShopOrders(keys=80)
+    _produce(kafka_bootstrap, topic, shop.events(200))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(FAULT_ENV, None)
+    out_file, err_file = (tempfile.TemporaryFile("w+") for _ in range(2))   # files: a full pipe blocks the job
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tablestore.cli", "ingest", TABLE, "--topic", topic, "--bootstrap-servers",
+         kafka_bootstrap, "--warehouse", str(tmp_path / "wh"), "--create", "--master", "local[2]",
+         "--progress-every", "1", "--trigger-interval", "500ms"],
+        env=env, start_new_session=True, stdout=out_file, stderr=err_file, text=True)
+
+    def err_tail() -> str:
+        err_file.seek(0)
+        return err_file.read()[-3000:]
+
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            cat = tablestore.Catalog(str(tmp_path / "wh"))
+            if cat.table_exists(TABLE) and cat.get_table(TABLE).snapshots():
+                break
+            assert proc.poll() is None, err_tail()
+            time.sleep(0.5)
+        _produce(kafka_bootstrap, topic, shop.events(100))
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        out_file.seek(0)
+        err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out_file.close()
+        err_file.close()
+    assert proc.returncode == 0, err[-3000:]
+    assert "stopping after the micro-batch in flight" in err
+    assert "events (" in out and "ingested" in out   # progress lines, then the summary
+    # whatever was committed is whole: a restart takes the rest, exactly once
+    _ok(_ingest(tmp_path / "wh", topic, kafka_bootstrap, "--available-now"))
+    assert _rows(_table(tmp_path / "wh")) == shop.expected_rows()
+
+
+@pytest.mark.timeout(900)
+def test_read_cdc_into_a_managed_stream_write(spark: Any, tmp_path: Path, spark_warehouse: Path,
+                                              kafka_bootstrap: str) -> None:
+    """The Python API: read_cdc + writeStream.format("managed"), an upsert-json topic with tombstones."""
+    import tablestore.spark
+
+    topic = _topic(kafka_bootstrap)
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("cdc", ignore_if_exists=True)
+    import pyarrow as pa
+
+    cat.create_table("cdc.kv", pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())]), primary_key=["k"],
+                     options={"bucket": "2"})
+    records = [(b'{"k": %d}' % (i % 20), b'{"k": %d, "v": "v%d"}' % (i % 20, i)) for i in range(100)]
+    records += [(b'{"k": %d}' % k, None) for k in range(0, 20, 3)]
+    _produce(kafka_bootstrap, topic, records)
+    changes = tablestore.spark.read_cdc(spark, topic=topic, bootstrap_servers=kafka_bootstrap,
+                                        format="upsert-json", table="cdc.kv")
+    assert changes.columns == ["_row_kind", "k", "v"]
+    query = (changes.writeStream.format("managed").option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start("cdc.kv"))
+    query.awaitTermination(300)
+    expected: dict[int, str] = {}
+    for key, value in records:
+        k = int(key.decode().split(":")[1].strip(" }"))
+        if value is None:
+            expected.pop(k, None)
+        else:
+            expected[k] = value.decode().split('"v": "')[1].rstrip('"}')
+    got = {r["k"]: r["v"] for r in cat.get_table("cdc.kv").read().to_pylist()}
+    assert got == expected
+
+
+def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
+    """Spark's exception text goes on with the query's plan, whose decoder expressions hold both markers: the
+    message's own marker (the first) decides whether the job evolves the table or stops."""
+    from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE
+    from tablestore.spark.ingest import _decoder_error
+
+    plan = f"\n=== Streaming Query ===\nProject [raise_error(concat('{SCHEMA_CHANGE}: table x', ...)), '{BAD_RECORD}: ']"
+    bad = f"[USER_RAISED_EXCEPTION] {BAD_RECORD}: table shop.orders: bad debezium-json record in topic t partition 0 " \
+          f"offset 30: not a Debezium change event (no 'op') SQLSTATE: P0001{plan}"
+    assert _decoder_error(bad) == (BAD_RECORD, "table shop.orders: bad debezium-json record in topic t partition 0 "
+                                               "offset 30: not a Debezium change event (no 'op')")
+    change = f"[USER_RAISED_EXCEPTION] {SCHEMA_CHANGE}: table shop.orders: schema change in topic t partition 1 " \
+             f"offset 7: its columns or their types are not the table's{plan}"
+    assert _decoder_error(change)[0] == SCHEMA_CHANGE
+    assert _decoder_error("java.io.IOException: disk full\n at ...") == (None, "java.io.IOException: disk full")
