@@ -16,7 +16,7 @@ from tablestore.spark.cdc_decode import BAD_RECORD, ERROR, SCHEMA_CHANGE, Decode
 
 pytestmark = pytest.mark.spark
 
-SAMPLES = Path(__file__).resolve().parent / "data" / "debezium"
+SAMPLES = Path(__file__).resolve().parents[2] / "data" / "debezium"
 """Real Debezium messages (Debezium's and Flink's, Apache-2.0; provenance in its README) and the rows they must give."""
 KAFKA_ROW = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 CUSTOMERS = pa.schema([pa.field("id", pa.int32(), False), ("first_name", pa.string()), ("last_name", pa.string()),
