@@ -11,11 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 
 import tablestore
 from change_oracle import (SCHEMA, Change, as_table, change_tuples, ordered, per_key, random_commits, replay,
                            stored)
+
+PYSPARK_4_1 = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 BOOTSTRAP = "table-storage.log.properties.bootstrap.servers"
@@ -45,6 +48,8 @@ def _stream(spark: Any, table: str, *, sql: bool, **options: str) -> Any:
     """The changes of `table` as a streaming DataFrame: `readStream.format("managed")`, or SQL's
     `readStream.table("managed.<table>")` with `_row_kind` selected."""
     reader = spark.readStream.options(**options)
+    if sql and PYSPARK_4_1:   # Spark 4.1's micro-batch planning offers no metadata column (docs/spark_sql.md)
+        pytest.skip("PySpark 4.1: a SQL stream of a managed table has no _row_kind column")
     if sql:
         return reader.table(f"managed.{table}").select("_row_kind", "*")
     return reader.format("managed").load(table)
