@@ -98,6 +98,8 @@ def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
 
 
 _WHERE = re.compile(r"in topic (?P<topic>\S+) partition (?P<partition>\d+) offset (?P<offset>\d+): (?P<detail>[^\n]*)")
+_DECODER_MESSAGE = re.compile(
+    rf"(?P<marker>{BAD_RECORD}|{SCHEMA_CHANGE}): (?P<message>table [^\n(]*? in topic \S+ partition \d+ offset \d+: [^\n]*)")
 _COLUMN = re.compile(r"column (?P<column>\S+): cannot read")
 
 
@@ -328,14 +330,14 @@ def _kafka_properties(config: IngestConfig) -> dict[str, str]:
 
 
 def _decoder_error(failure: str) -> tuple[str | None, str]:
-    """The decoder's marker (BAD_RECORD, SCHEMA_CHANGE or None) and its message line out of Spark's exception text:
-    the first marker in it (the text goes on with the query's plan, whose expressions hold both markers)."""
-    found = [(i, m) for m in (BAD_RECORD, SCHEMA_CHANGE) if (i := failure.find(m + ": ")) >= 0]
-    if not found:
+    """The decoder's marker (BAD_RECORD, SCHEMA_CHANGE or None) and its message line out of Spark's exception text.
+    The text also holds the query's plan, whose decoder expressions hold both markers (before the message on
+    PySpark 4.1, after it on 4.2+): the message is the marker followed by a record's topic, partition and offset."""
+    found = _DECODER_MESSAGE.search(failure)
+    if found is None:
         return None, failure.strip().split("\n")[0]
-    i, marker = min(found)
-    line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", failure[i + len(marker) + 2:].split("\n")[0])
-    return marker, line.rstrip(" .'\"")
+    line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group("message"))
+    return found.group("marker"), line.rstrip(" .'\"")
 
 
 def _message(failure: str) -> str:

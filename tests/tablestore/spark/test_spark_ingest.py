@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -23,6 +24,10 @@ from tablestore.cdc.shop import ShopOrders
 from tablestore.faults import FAULT_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+PYSPARK_4_1 = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2)
+restart_in_process = pytest.mark.skipif(
+    PYSPARK_4_1, reason="PySpark 4.1: a query restarted in the same session after its micro-batch failed dies in "
+                        "Spark (NullPointerException at scala.Option.get); docs/cdc.md")
 ROOT = Path(__file__).resolve().parents[3]
 TABLE = "shop.orders"
 
@@ -166,6 +171,7 @@ def _job(spark: Any, warehouse: Path, topic: str, bootstrap: str, **config: Any)
         available_now=True, catalog_options={"log.properties.bootstrap.servers": bootstrap}, **config))
 
 
+@restart_in_process
 @pytest.mark.timeout(900)
 def test_a_column_added_and_a_type_widened_in_the_source_evolve_the_table(
         spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -199,6 +205,7 @@ def test_schema_evolution_fail_stops_naming_the_column(spark: Any, tmp_path: Pat
     assert "coupon" not in _table(tmp_path / "wh").schema.names
 
 
+@restart_in_process
 @pytest.mark.timeout(900)
 def test_a_bad_record_stops_the_job_naming_its_offset_and_skip_counts_it(
         spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -306,7 +313,9 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
     from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE
     from tablestore.spark.ingest import _decoder_error
 
-    plan = f"\n=== Streaming Query ===\nProject [raise_error(concat('{SCHEMA_CHANGE}: table x', ...)), '{BAD_RECORD}: ']"
+    plan = (f"\n=== Streaming Query ===\nProject [raise_error(concat({SCHEMA_CHANGE}: table shop.orders: schema change, "
+            f"concat( in topic , __cdc_topic#291,  partition , cast(__cdc_partition#292 as string),  offset , ...)), "
+            f"concat({BAD_RECORD}: table shop.orders: bad debezium-json record, concat( in topic , ...)]")
     bad = f"[USER_RAISED_EXCEPTION] {BAD_RECORD}: table shop.orders: bad debezium-json record in topic t partition 0 " \
           f"offset 30: not a Debezium change event (no 'op') SQLSTATE: P0001{plan}"
     assert _decoder_error(bad) == (BAD_RECORD, "table shop.orders: bad debezium-json record in topic t partition 0 "
@@ -314,4 +323,8 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
     change = f"[USER_RAISED_EXCEPTION] {SCHEMA_CHANGE}: table shop.orders: schema change in topic t partition 1 " \
              f"offset 7: its columns or their types are not the table's{plan}"
     assert _decoder_error(change)[0] == SCHEMA_CHANGE
+    # PySpark 4.1 puts the plan before the message
+    plan_first = f"[STREAM_FAILED] Query terminated with exception: {plan} Caused by: {change}"
+    assert _decoder_error(plan_first) == (SCHEMA_CHANGE, "table shop.orders: schema change in topic t partition 1 "
+                                                        "offset 7: its columns or their types are not the table's")
     assert _decoder_error("java.io.IOException: disk full\n at ...") == (None, "java.io.IOException: disk full")
