@@ -78,3 +78,15 @@ def file_detail(entries: Sequence[ManifestEntry], schema: pa.Schema, partition_b
         "total_file_size": sum(e.file.file_size for e in entries),
         "partitions": partitions,
     }
+
+
+def log_detail(log_store: Any, has_primary_key: bool) -> dict[str, str]:
+    """DESCRIBE DETAIL's log: the log system and, for kafka, its topic, bootstrap servers, formats, modes and
+    retention (FLIP-188's log.retention: the topic's retention.ms, or the Kafka cluster's default)."""
+    if log_store is None:
+        return {"system": "none"}
+    o = log_store.options
+    return {"system": "kafka", "topic": o.topic, "bootstrap": o.bootstrap_servers, "format": o.format,
+            "key-format": o.key_format if has_primary_key else "none", "changelog-mode": o.changelog_mode,
+            "consistency": o.consistency, "scan": o.scan,
+            "retention": "cluster default" if o.retention_ms is None else f"{o.retention_ms} ms"}

@@ -22,7 +22,7 @@ from filestore import (
 from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
-from tablestore.describe import file_detail, iso_time, matches, partition_spec
+from tablestore.describe import file_detail, iso_time, log_detail, matches, partition_spec
 from tablestore.errors import TableStoreError
 from tablestore.writer import TableWriter, WriteTarget
 
@@ -362,24 +362,12 @@ class Table:
             "partition_by": self.partition_by,
             "bucket": self._store.options.bucket,
             "options": self.options,
-            "log": self._describe_log(),
+            "log": log_detail(self._handle.log, bool(self.primary_key)),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),
             "last_modified": iso_time(latest.time_millis if latest else None),
             **file_detail(entries, self.schema, self.partition_by, spec),
         }
-
-    def _describe_log(self) -> dict[str, str]:
-        """The log system and, for kafka, its topic, bootstrap servers, formats, modes and retention (FLIP-188's
-        log.retention: the topic's retention.ms, or the Kafka cluster's default)."""
-        log_store = self._handle.log
-        if log_store is None:
-            return {"system": "none"}
-        o = log_store.options
-        return {"system": "kafka", "topic": o.topic, "bootstrap": o.bootstrap_servers, "format": o.format,
-                "key-format": o.key_format if self.primary_key else "none", "changelog-mode": o.changelog_mode,
-                "consistency": o.consistency, "scan": o.scan,
-                "retention": "cluster default" if o.retention_ms is None else f"{o.retention_ms} ms"}
 
     def latest_snapshot_id(self) -> int | None:
         return self._store.snapshots.latest_id()
