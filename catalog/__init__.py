@@ -12,6 +12,7 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from catalog.fs_options import CATALOG_OPTIONS, CATALOG_OPTIONS_ENV, environment_catalog_options, is_catalog_option
 from catalog.options import (
     ALL_OPTIONS,
     CHANGE_TRACKING,
@@ -29,6 +30,8 @@ from catalog.optiontypes import parse_duration
 
 __all__ = [
     "ALL_OPTIONS",
+    "CATALOG_OPTIONS",
+    "CATALOG_OPTIONS_ENV",
     "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
     "Catalog",
@@ -51,6 +54,8 @@ __all__ = [
     "UPSERT_MATERIALIZE_THRESHOLD_HIGH",
     "UPSERT_MATERIALIZE_THRESHOLD_LOW",
     "UPSERT_MATERIALIZE_TTL",
+    "environment_catalog_options",
+    "is_catalog_option",
     "parse_duration",
     "parse_identifier",
 ]

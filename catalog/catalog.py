@@ -28,11 +28,13 @@ from catalog.errors import (
     TableNotFoundError,
 )
 from catalog.evolution import evolve_schema
+from catalog.fs_options import environment_catalog_options, is_catalog_option, s3_settings
 from catalog.identifiers import check_name
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
 from filestore import (
     SYSTEM_COLUMNS, FileIO, FileStore, KeyCodec, KeyCodecError, SchemaManager, TablePaths, TableSchema,
+    check_conditional_writes,
 )
 from logstore import LogStore, LogStoreError
 
@@ -81,9 +83,18 @@ _PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_in
 
 class Catalog:
     def __init__(self, warehouse: str, options: Mapping[str, str] | None = None) -> None:
+        """`options`: catalog options (`s3.endpoint`, ...: catalog.fs_options, over those of the environment's
+        TABLESTORE_CATALOG_OPTIONS) and table defaults for every new table (`table-storage.<table option>`). On an object store, the store must honour conditional writes
+        (checked here, once per bucket and process): else ConditionalWriteUnsupportedError."""
         self.warehouse = warehouse
-        self.session_options = session_defaults(options or {})
-        self.io, self.root = FileIO.from_url(warehouse)
+        given = dict(options or {})
+        self.catalog_options = {**environment_catalog_options(),
+                                **{k: str(v) for k, v in given.items() if is_catalog_option(k)}}
+        self.session_options = session_defaults({k: v for k, v in given.items() if not is_catalog_option(k)})
+        settings = s3_settings(self.catalog_options)
+        self.io, self.root = FileIO.from_url(warehouse, settings)
+        if self.io.object_store:
+            check_conditional_writes(self.io.fs, self.root, settings.endpoint)
 
     # -- databases -----------------------------------------------------------------------------
     def _db_path(self, name: str) -> str:

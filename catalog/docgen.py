@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from catalog.fs_options import CATALOG_OPTIONS
+from catalog.optiontypes import ConfigOption
 from catalog.options import ALL_OPTIONS, ALTERABLE, SESSION_PREFIX
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "options.md"
@@ -29,13 +31,31 @@ def render() -> str:
         "| key | type | default | valid range | description |",
         "|---|---|---|---|---|",
     ]
-    for o in sorted(ALL_OPTIONS, key=lambda o: o.key):
-        key = f"`{o.key}.<name>`" if o.type == "map" else f"`{o.key}`"
-        kind = f"enum: {', '.join(o.choices)}" if o.choices else o.type
-        default = "(none)" if o.default is None else f"`{o.default}`"
-        valid = o.valid_range or ("any" if o.type in ("int", "memory", "duration") else "")
-        lines.append(f"| {key} | {kind} | {default} | {valid} | {o.description.replace('|', '/')} |")
+    lines += [_row(o) for o in sorted(ALL_OPTIONS, key=lambda o: o.key)]
+    lines += [
+        "",
+        "# Catalog options",
+        "",
+        "How the warehouse's file system is reached: the catalog's, not a table's. Give them to",
+        "`tablestore.Catalog(warehouse, options={...})`, to Spark as `spark.sql.catalog.<name>.<key>` (or",
+        "`tablestore.spark.session(warehouse=..., options={...})`), to the CLI as `--option key=value`. Unset, the",
+        "standard AWS environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`,",
+        "`AWS_REGION`) and credential chain apply. On S3 a snapshot is published by a conditional write",
+        "(`If-None-Match: *`); a store that ignores it is refused when the catalog loads.",
+        "",
+        "| key | type | default | valid range | description |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [_row(o) for o in sorted(CATALOG_OPTIONS, key=lambda o: o.key)]
     return "\n".join(lines) + "\n"
+
+
+def _row(o: ConfigOption[object]) -> str:
+    key = f"`{o.key}.<name>`" if o.type == "map" else f"`{o.key}`"
+    kind = f"enum: {', '.join(o.choices)}" if o.choices else o.type
+    default = "(none)" if o.default is None else f"`{o.default}`"
+    valid = o.valid_range or ("any" if o.type in ("int", "memory", "duration") else "")
+    return f"| {key} | {kind} | {default} | {valid} | {o.description.replace('|', '/')} |"
 
 
 def main(argv: list[str]) -> int:

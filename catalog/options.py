@@ -295,7 +295,8 @@ def session_defaults(session_options: Mapping[str, str]) -> dict[str, str]:
     for key, value in session_options.items():
         if not key.startswith(SESSION_PREFIX):
             raise InvalidOptionError(
-                f"session option {key!r} must start with {SESSION_PREFIX!r} (e.g. 'table-storage.bucket')"
+                f"session option {key!r} must start with {SESSION_PREFIX!r} (e.g. 'table-storage.bucket') or be a "
+                "catalog option (s3.endpoint, s3.access-key, ...: docs/options.md)"
             )
         stripped[key[len(SESSION_PREFIX):]] = value
     return validate_table_options(stripped, "session")

@@ -10,6 +10,7 @@ from filestore.errors import (
     BucketMismatchError,
     CommitConflictError,
     CommitRetriesExhaustedError,
+    ConditionalWriteUnsupportedError,
     CorruptFileError,
     FileStoreError,
     InvalidWriteError,
@@ -23,6 +24,7 @@ from filestore.datafile import read_data_file
 from filestore.evolution import widens
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
+from filestore.objectstore import S3Settings, check_conditional_writes
 from filestore.keycodec import KeyCodec
 from filestore.live import LiveFiles
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
@@ -43,6 +45,7 @@ __all__ = [
     "CommitMessage",
     "CommitResult",
     "CommitRetriesExhaustedError",
+    "ConditionalWriteUnsupportedError",
     "CorruptFileError",
     "DEFAULT_PARTITION",
     "DataFileMeta",
@@ -61,6 +64,7 @@ __all__ = [
     "Overwrite",
     "Partition",
     "RetryBudget",
+    "S3Settings",
     "SYSTEM_COLUMNS",
     "SchemaManager",
     "SchemaMismatchError",
@@ -75,6 +79,7 @@ __all__ = [
     "added_by",
     "adopt_data_file",
     "bucket_of",
+    "check_conditional_writes",
     "compact",
     "delete_added_files",
     "expire_snapshots",

@@ -103,3 +103,8 @@ class TableDroppedError(FileStoreError):
         self.table = table
         self.path = path
         self.recreated = recreated
+
+
+class ConditionalWriteUnsupportedError(FileStoreError):
+    """The object store under a warehouse accepted a second exclusive create (`PUT` with `If-None-Match: *`) of one
+    key: snapshots published there could silently overwrite one another, so the warehouse is refused."""

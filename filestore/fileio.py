@@ -4,8 +4,8 @@ Contract (what each call raises):
 - `read_bytes` / `open_input`: `FileNotFoundError` when the path does not exist.
 - `create_exclusive(path, data)`: atomically creates `path` with the whole of `data` or returns False when
   `path` already exists. A reader never sees a partial file at `path`. On a local disk the bytes go to a temp
-  file which is hard-linked to `path` (link fails if it exists); elsewhere fsspec's exclusive mode ("xb") is used,
-  which object stores implement as a conditional put.
+  file which is hard-linked to `path` (link fails if it exists); on S3 a conditional put (`If-None-Match: *`,
+  filestore.objectstore); elsewhere fsspec's exclusive mode ("xb").
 - `write_bytes(path, data)`: for new, uniquely named files only (manifests, data files); may overwrite.
 - `open_output(path)`: a context manager giving an Arrow output stream to a new, uniquely named file (data files,
   written as they are encoded); may overwrite. An exception in the block or in the close deletes the partial file;
@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from filestore.objectstore import S3Settings, is_s3, put_if_absent, s3_filesystem
+
 
 @dataclass(frozen=True)
 class FileStatus:
@@ -43,11 +45,19 @@ class FileIO:
     def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
         self.fs = fs
         self._local = isinstance(fs, LocalFileSystem)
+        protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        self.object_store = any(p in ("s3", "s3a") for p in protocols)
+        """S3: no directories to make, an exclusive create is a conditional put."""
 
     @staticmethod
-    def from_url(url: str) -> tuple["FileIO", str]:
-        """The FileIO for a warehouse URL (a local path or any fsspec URL) and the path inside it."""
-        fs, path = fsspec.core.url_to_fs(url)
+    def from_url(url: str, s3: S3Settings | None = None) -> tuple["FileIO", str]:
+        """The FileIO for a warehouse URL (a local path or any fsspec URL) and the path inside it; `s3` says how to
+        reach an `s3://` (or `s3a://`) warehouse, the AWS environment and credential chain filling what it leaves."""
+        if is_s3(url):
+            fs = s3_filesystem(s3 or S3Settings())
+            path = fs._strip_protocol(url)
+        else:
+            fs, path = fsspec.core.url_to_fs(url)
         if isinstance(fs, LocalFileSystem):
             path = os.path.abspath(path)
         return FileIO(fs), path.rstrip("/") or "/"
@@ -96,7 +106,8 @@ class FileIO:
 
     # -- writing -------------------------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
-        self.fs.makedirs(path, exist_ok=True)
+        if not self.object_store:   # keys need no directories (and asking costs a request per file)
+            self.fs.makedirs(path, exist_ok=True)
 
     def write_bytes(self, path: str, data: bytes | memoryview) -> None:
         self.mkdirs(self._parent(path))
@@ -114,6 +125,8 @@ class FileIO:
             raise
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
+        if self.object_store:
+            return put_if_absent(self.fs, path, data)
         parent = self._parent(path)
         self.mkdirs(parent)
         if self._local:

@@ -78,6 +78,19 @@ def test_spark_matrix(versions: list[str], pytest_args: list[str]) -> int:
     return worst
 
 
+def build_s3_server_in_background() -> None:
+    """Start building the tests' S3 server (SeaweedFS, tests/s3_server.py: 6-9 minutes on 2 cores, once per cache)
+    at a low priority while the tests that do not need it run first; its fixture waits for the build."""
+    done = subprocess.run([str(PY), "tests/s3_server.py", "path"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode == 0 and Path(done.stdout.strip()).exists():
+        return
+    log = ROOT / ".cache" / "seaweedfs-build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"building the tests' S3 server (SeaweedFS) in the background: {log}", flush=True)
+    subprocess.Popen(["nice", "-n", "10", str(PY), "tests/s3_server.py", "build"], cwd=ROOT,
+                     stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "test"
     rest = argv[1:]
@@ -88,6 +101,7 @@ def main(argv: list[str]) -> int:
         return _run([str(VENV / "bin" / "tablestore"), "demo", *rest])
     if command == "test":
         env = dict(os.environ)
+        build_s3_server_in_background()
         code = _run([str(PY), "-m", "pytest", *rest], env=env)
         if code == 5:
             print("pytest collected no tests", file=sys.stderr)

@@ -1,14 +1,17 @@
-"""Session fixtures shared by every test directory: the real Kafka broker the project runs (see logstore/broker.py).
+"""Session fixtures shared by every test directory: the real Kafka broker the project runs (see logstore/broker.py)
+and a real S3 server (SeaweedFS, tests/s3_server.py).
 
 Tests that use `kafka_bootstrap` are marked `@pytest.mark.kafka`."""
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 
 import hang_watchdog
 import pytest
+import s3_server as s3_server_module
 
 from logstore import broker
 from logstore.errors import BrokerToolMissingError
@@ -46,3 +49,27 @@ def kafka_bootstrap() -> Iterator[str]:
         yield address
     finally:
         broker.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The object-store tests run last: on a machine without the cached SeaweedFS binary, scripts/dev.py builds it
+    in the background while the others run (the fixture waits for that build)."""
+    items.sort(key=lambda item: item.get_closest_marker("s3") is not None)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator["s3_server_module.S3Server"]:
+    """A real S3 server (SeaweedFS, tests/s3_server.py) for the session; tests that use it are marked `s3`."""
+    try:
+        with s3_server_module.running() as server:
+            yield server
+    except s3_server_module.S3ServerUnavailable as exc:
+        if os.environ.get("CI"):
+            raise  # CI must run the object-store tests
+        pytest.skip(f"no S3 server here: {exc}")
+
+
+@pytest.fixture
+def s3_warehouse(s3_server: "s3_server_module.S3Server") -> str:
+    """A fresh warehouse URL on the S3 server (its own prefix in the test bucket)."""
+    return f"s3://{s3_server.bucket}/wh-{uuid.uuid4().hex[:12]}"

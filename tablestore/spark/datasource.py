@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from catalog import is_catalog_option
 from tablestore.errors import TableStoreError
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def table_ref(options: Mapping[str, str]) -> TableRef:
         raise DataSourceOptionError(
             f"table {identifier!r}: no warehouse: give .option('warehouse', ...) or start the session with "
             f"tablestore.spark.session(warehouse=...) (environment variable {WAREHOUSE_ENV})")
-    catalog_options = tuple(sorted((k, v) for k, v in opts.items() if k.startswith(_SESSION_PREFIX)))
+    catalog_options = tuple(sorted((k, v) for k, v in opts.items()
+                                   if k.startswith(_SESSION_PREFIX) or is_catalog_option(k)))
     return TableRef(warehouse, identifier, catalog_options)
 
 

@@ -77,6 +77,10 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     `warehouse` is where `spark.read.format("managed").load("db.t")` finds tables unless a read or write gives
     ``.option("warehouse", ...)``. If a session is already running in this process, Spark returns it and applies
     only the settings that can change at runtime: a new jar or warehouse needs `spark.stop()` first.
+
+    The catalog's options (`s3.endpoint`, `s3.access-key`, ...: docs/options.md) are settings with the catalog's
+    prefix (``**{"spark.sql.catalog.managed.s3.endpoint": "http://..."}``): they reach the Python workers and the
+    catalog service (`catalog_environment`) and Spark's own S3A file system (`fs.s3a.*`).
     """
     from pyspark.sql import SparkSession
 
@@ -95,6 +99,7 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
         settings[WAREHOUSE_CONF] = warehouse
         settings[f"spark.executorEnv.{WAREHOUSE_ENV}"] = warehouse
     settings.update({k: str(v) for k, v in conf.items()})
+    settings.update(catalog_environment(settings))
     settings.setdefault(CATALOG_CONF, CATALOG_CLASS)
     settings[EXTENSIONS_CONF] = with_extension(settings.get(EXTENSIONS_CONF))
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
@@ -109,6 +114,40 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     spark = builder.getOrCreate()
     _ensure_registered(spark)
     return spark
+
+
+_S3A_KEYS: Mapping[str, str] = {
+    "s3.endpoint": "fs.s3a.endpoint",
+    "s3.access-key": "fs.s3a.access.key",
+    "s3.secret-key": "fs.s3a.secret.key",
+    "s3.session-token": "fs.s3a.session.token",
+    "s3.region": "fs.s3a.endpoint.region",
+    "s3.path.style.access": "fs.s3a.path.style.access",
+}
+"""Each catalog option (catalog.fs_options) and the Hadoop S3A setting that says the same to Spark's JVM."""
+
+
+def catalog_environment(settings: Mapping[str, str]) -> dict[str, str]:
+    """The Spark settings that hand the catalog options among `settings` (``spark.sql.catalog.managed.s3.*``, over
+    those already in TABLESTORE_CATALOG_OPTIONS) to every process of the job: the environment variable TABLESTORE_CATALOG_OPTIONS of this driver (which the JVM
+    and its Python workers inherit) and of the executors (`spark.executorEnv.`), and S3A's `spark.hadoop.fs.s3a.*`
+    (an explicit S3A setting wins)."""
+    import json
+
+    from catalog import CATALOG_OPTIONS_ENV, environment_catalog_options, is_catalog_option
+
+    prefix = f"{CATALOG_CONF}."
+    given = {**environment_catalog_options(),   # e.g. the CLI's --option
+             **{k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix) and is_catalog_option(k[len(prefix):])}}
+    if not given:
+        return {}
+    text = json.dumps(given, sort_keys=True)
+    os.environ[CATALOG_OPTIONS_ENV] = text
+    out = {f"spark.executorEnv.{CATALOG_OPTIONS_ENV}": text}
+    for key, hadoop in _S3A_KEYS.items():
+        if key in given and f"spark.hadoop.{hadoop}" not in settings:
+            out[f"spark.hadoop.{hadoop}"] = given[key]
+    return out
 
 
 def with_extension(extensions: str | None) -> str:

@@ -283,7 +283,7 @@ public final class BucketClustering {
             }
             Map<String, String> session = new java.util.LinkedHashMap<>();
             options.forEach((k, v) -> {
-                if (k.startsWith(ManagedCatalog.SESSION_PREFIX)) {
+                if (k.startsWith(ManagedCatalog.SESSION_PREFIX) || k.startsWith(ManagedCatalog.CATALOG_OPTION_PREFIX)) {
                     session.put(k, v);
                 }
             });

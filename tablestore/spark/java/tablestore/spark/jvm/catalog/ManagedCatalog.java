@@ -44,10 +44,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * ({@link ManagedTable}); every rule and message is Python's.
  *
  * <p>Settings ({@code spark.sql.catalog.<name>.*}), read from the session's conf at every call so that {@code SET}
- * takes effect: {@code warehouse}, and {@code table-storage.*} session defaults for new tables.
+ * takes effect: {@code warehouse}, {@code table-storage.*} session defaults for new tables, and the catalog options
+ * ({@code s3.*}: how the warehouse is reached).
  */
 public class ManagedCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog, FunctionCatalog {
     static final String SESSION_PREFIX = "table-storage.";
+    /** Catalog options (how the warehouse is reached): catalog/fs_options.py's CATALOG_OPTION_PREFIXES. */
+    static final String CATALOG_OPTION_PREFIX = "s3.";
 
     private String name;
     private Map<String, String> initial = new HashMap<>();
@@ -80,11 +83,14 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
         return settings().get("warehouse");
     }
 
-    /** The {@code table-storage.*} session options (prefix kept, as the Python catalog takes them). */
+    /**
+     * The {@code table-storage.*} session options and the {@code s3.*} catalog options (prefixes kept, as the Python
+     * catalog takes them).
+     */
     Map<String, String> sessionOptions() {
         Map<String, String> out = new LinkedHashMap<>();
         for (Map.Entry<String, String> e : settings().entrySet()) {
-            if (e.getKey().startsWith(SESSION_PREFIX)) {
+            if (e.getKey().startsWith(SESSION_PREFIX) || e.getKey().startsWith(CATALOG_OPTION_PREFIX)) {
                 out.put(e.getKey(), e.getValue());
             }
         }
