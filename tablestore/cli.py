@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from catalog import CatalogError
+from catalog import CATALOG_OPTIONS_ENV, CatalogError, environment_catalog_options, is_catalog_option
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
 from tablestore import maintenance
@@ -176,7 +176,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_OK
     from tablestore.demo_cdc import run_cdc_demo
 
-    return run_cdc_demo(warehouse=args.warehouse, rate=args.rate, seconds=args.seconds)
+    return run_cdc_demo(warehouse=args.warehouse, rate=args.rate, seconds=args.seconds,
+                        bootstrap_servers=args.bootstrap_servers, master=args.master)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -221,6 +222,9 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
                        help=f"warehouse path or URL (default: ${WAREHOUSE_ENV})")
     group.add_argument("--output", choices=("text", "json"), default=argparse.SUPPRESS,
                        help="text (default) or json, also for errors")
+    group.add_argument("--option", action="append", metavar="KEY=VALUE", default=argparse.SUPPRESS,
+                       help="a catalog option, e.g. s3.endpoint=http://127.0.0.1:8333 (repeatable; docs/options.md); "
+                            "unset: $TABLESTORE_CATALOG_OPTIONS (JSON), then the AWS environment")
 
 
 EXIT_CODES_HELP = """exit codes:
@@ -265,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     # with --warehouse W the demo's table W/shop.db/orders is dropped first and kept at the end
     demo.add_argument("--seconds", type=float, default=60.0, help="how long the source emits events (default: 60)")
     demo.add_argument("--rate", type=int, default=2000, help="source events per second (default: 2000)")
+    demo.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                      help="a Kafka cluster of your own (default: the project's own broker, started if it is not)")
+    demo.add_argument("--master", default="local[2]", metavar="URL",
+                      help="Spark's master, e.g. spark://host:7077 (default: local[2])")
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
                   table=False)
     given = sql.add_mutually_exclusive_group()
@@ -313,12 +321,31 @@ _ERROR_CODES: tuple[tuple[tuple[type[BaseException], ...], int], ...] = (
 )
 
 
+def _export_catalog_options(pairs: Sequence[str]) -> None:
+    """`--option k=v` into TABLESTORE_CATALOG_OPTIONS, which every catalog of this process and of the Spark jobs
+    and services it starts reads (catalog.fs_options)."""
+    if not pairs:
+        return
+    given = environment_catalog_options()
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option {pair!r}: expected KEY=VALUE")
+        if not is_catalog_option(key.strip()):
+            raise UsageError(f"--option {key!r} is not a catalog option (s3.endpoint, s3.access-key, ...: "
+                             "docs/options.md); table options go to create_table or SQL")
+        given[key.strip()] = value
+    os.environ[CATALOG_OPTIONS_ENV] = json.dumps(given, sort_keys=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    before = os.environ.get(CATALOG_OPTIONS_ENV)
     try:
         args = build_parser().parse_args(argv)
         args.warehouse = getattr(args, "warehouse", None)
         args.output = getattr(args, "output", "text")
+        _export_catalog_options(getattr(args, "option", None) or [])
         return int(args.func(args))
     except _ReaderGone:
         return _reader_gone()
@@ -327,6 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         return _failure(argv, e, code)
+    finally:   # main() called in-process (tests, embedding) leaves the environment as it found it
+        if before is None:
+            os.environ.pop(CATALOG_OPTIONS_ENV, None)
+        else:
+            os.environ[CATALOG_OPTIONS_ENV] = before
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """`tablestore demo`: the job tablestore exists for, on the embedded defaults (a local warehouse, the project's own
-Kafka broker, local Spark), checked end to end.
+Kafka broker, local Spark) or on services of your own (`--warehouse s3://...`, `--bootstrap-servers`, `--master
+spark://...`: docker-compose.yml runs it so), checked end to end.
 
 1. a generated "shop" database (tablestore.cdc.shop) emits Debezium JSON change events for its orders into a Kafka
    topic: inserts, updates, deletes, primary-key changes, and half way an ALTER TABLE that adds a column;
@@ -120,8 +121,12 @@ def _view(state: DemoState, job: Any, started: float) -> Any:
     return view
 
 
-def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: float = 60.0, keys: int = 5000) -> int:
-    """The demo; 0 when the table and the downstream revenue equal the source's truth, else 1."""
+def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: float = 60.0, keys: int = 5000,
+                 bootstrap_servers: str | None = None, master: str = "local[2]") -> int:
+    """The demo; 0 when the table and the downstream revenue equal the source's truth, else 1.
+
+    `bootstrap_servers`: a Kafka cluster of your own, used as it is; unset, the project's own broker (started for
+    the demo and stopped after it unless it was running). `master`: Spark's master URL (`spark://host:7077`)."""
     from rich.console import Console
     from rich.live import Live
 
@@ -129,11 +134,16 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
     from tablestore.spark.ingest import IngestConfig, IngestJob
 
     console = Console()
-    started_broker = broker.status() is None
-    bootstrap = broker.status() or broker.start()
+    started_broker = bootstrap_servers is None and broker.status() is None
+    bootstrap = bootstrap_servers or broker.status() or broker.start()
     own_warehouse = warehouse is None
     warehouse = warehouse or tempfile.mkdtemp(prefix="tablestore-demo-")
-    console.print(f"broker {bootstrap}, warehouse {warehouse}; starting Spark")
+    # Spark's JVM has no file system for s3:// (no hadoop-aws among PySpark's jars): with a warehouse in an object
+    # store the two queries keep their checkpoints on the driver's disk. Only the driver writes them (neither query
+    # has a stateful operator), so this holds on a cluster too.
+    local_checkpoints = None if _is_local(warehouse) else tempfile.mkdtemp(prefix="tablestore-demo-checkpoints-")
+    checkpoints = local_checkpoints or warehouse
+    console.print(f"broker {bootstrap}, warehouse {warehouse}; starting Spark ({master})")
     try:
         if tablestore.Catalog(warehouse).table_exists(TABLE):   # a warehouse of an earlier demo: start afresh
             tablestore.Catalog(warehouse).drop_table(TABLE)
@@ -144,12 +154,13 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
         for key, value in shop.events(50):   # the first events: the table is created from them
             producer.produce(key, value, tag=time.time())
         producer.flush()
-        spark = tablestore.spark.session(warehouse, master="local[2]", kafka=True, app_name="tablestore-demo",
+        spark = tablestore.spark.session(warehouse, master=master, kafka=True, app_name="tablestore-demo",
                                          **{"spark.sql.shuffle.partitions": "2"})
         spark.sparkContext.setLogLevel("OFF")   # the demo reports its own errors; Spark logs expected ones too
         state = DemoState()
         job = IngestJob(spark, IngestConfig(
             table=TABLE, topic=TOPIC, bootstrap_servers=bootstrap, warehouse=warehouse, create=True,
+            checkpoint=f"{local_checkpoints}/ingest" if local_checkpoints else None,   # None: under the table
             table_options={"bucket": "2"}, catalog_options={"log.properties.bootstrap.servers": bootstrap},
             trigger_interval="1 second"))
         ingest = threading.Thread(target=_run_job, args=(job, state), daemon=True)
@@ -157,7 +168,7 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
         while not tablestore.Catalog(warehouse).table_exists(TABLE) and ingest.is_alive():
             time.sleep(0.2)
         table = tablestore.Catalog(warehouse).get_table(TABLE)
-        down = _downstream(spark, warehouse, f"{warehouse}/_downstream_checkpoint", state)
+        down = _downstream(spark, warehouse, f"{checkpoints}/_downstream_checkpoint", state)
         stop = threading.Event()
         threads = [threading.Thread(target=_produce, args=(shop, producer, state, rate, seconds), daemon=True),
                    threading.Thread(target=_compact_now_and_then, args=(table, state, stop), daemon=True)]
@@ -185,8 +196,15 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
     finally:
         if own_warehouse:
             shutil.rmtree(warehouse, ignore_errors=True)
+        if local_checkpoints:
+            shutil.rmtree(local_checkpoints, ignore_errors=True)
         if started_broker:
             broker.stop()
+
+
+def _is_local(warehouse: str) -> bool:
+    """A path or file:// URL (which Spark's JVM writes checkpoints to), not an object store's URL."""
+    return "://" not in warehouse or warehouse.startswith("file:")
 
 
 def _run_job(job: Any, state: DemoState) -> None:
