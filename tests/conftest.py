@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import hang_watchdog
 import pytest
 import s3_server as s3_server_module
+import spark_cluster as spark_cluster_module
 
 from logstore import broker
 from logstore.errors import BrokerToolMissingError
@@ -52,9 +53,9 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The object-store tests run last: on a machine without the cached SeaweedFS binary, scripts/dev.py builds it
-    in the background while the others run (the fixture waits for that build)."""
-    items.sort(key=lambda item: item.get_closest_marker("s3") is not None)
+    """The object-store and cluster tests run last: on a machine without the cached SeaweedFS binary,
+    scripts/dev.py builds it in the background while the others run (the fixture waits for that build)."""
+    items.sort(key=lambda item: item.get_closest_marker("s3") is not None or item.get_closest_marker("cluster") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +74,11 @@ def s3_server() -> Iterator["s3_server_module.S3Server"]:
 def s3_warehouse(s3_server: "s3_server_module.S3Server") -> str:
     """A fresh warehouse URL on the S3 server (its own prefix in the test bucket)."""
     return f"s3://{s3_server.bucket}/wh-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator["spark_cluster_module.SparkCluster"]:
+    """A Spark standalone cluster (a master and two one-core workers, tests/spark_cluster.py) for the session;
+    tests that use it are marked `cluster`."""
+    with spark_cluster_module.running() as cluster:
+        yield cluster

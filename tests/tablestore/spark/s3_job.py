@@ -54,6 +54,7 @@ def main(warehouse: str, master: str, options: dict[str, str], work: Path) -> di
     seen["after_compact"] = [tuple(r) for r in spark.sql(
         "SELECT count(*), sum(n) FROM managed.db.t").collect()][0]
     seen["python_rows"] = table.read().num_rows
+    seen["executors"] = spark.sparkContext._jsc.sc().getExecutorIds().size()   # 0 in local mode: the driver's JVM
     spark.stop()
     return seen
 

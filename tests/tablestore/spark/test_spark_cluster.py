@@ -1,0 +1,99 @@
+"""Jobs on a Spark standalone cluster (tests/spark_cluster.py: a master and two one-core workers, executors in JVMs
+of their own with Python workers of their own) against an S3 warehouse (SeaweedFS): the S3 job (SQL DDL and DML,
+df.write / spark.read, a streaming write, compaction), `tablestore ingest`, and an executor killed (kill -9) in the
+middle of a write, after which Spark's task retries leave the table holding every row once."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import logstore
+import tablestore
+from logstore.kafka import KafkaAdmin
+from s3_server import S3Server
+from spark_cluster import SparkCluster
+from tablestore.cdc.shop import ShopOrders
+from test_spark_s3 import check_job, run_job
+
+pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.spark, pytest.mark.version_independent]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+
+
+@pytest.mark.timeout(900)
+def test_the_s3_job_runs_on_a_standalone_cluster(
+    spark_cluster: SparkCluster, s3_warehouse: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    seen = run_job(s3_warehouse, spark_cluster.master_url, s3_server.catalog_options(), tmp_path)
+    check_job(seen)
+    assert seen["executors"] == 2   # the work ran in the workers' executors, not in the driver
+
+
+@pytest.mark.timeout(900)
+def test_an_executor_killed_in_the_middle_of_a_write_leaves_every_row_once(
+    spark_cluster: SparkCluster, s3_warehouse: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    from cluster_write_job import ROWS
+
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
+    cmd = [sys.executable, str(HERE / "cluster_write_job.py"), s3_warehouse, spark_cluster.master_url,
+           json.dumps(s3_server.catalog_options()), str(tmp_path)]
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(cmd, stdout=o, stderr=e, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp_path.glob("started-*")):   # a task is running: its executor goes
+            assert proc.poll() is None, err.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no task started"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        victims = spark_cluster.executor_pids()
+        assert len(victims) == 2
+        os.kill(victims[0], signal.SIGKILL)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 0, err.read_text()[-6000:]
+    seen = json.loads(next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert list(tmp_path.glob("started-*-1")), "no task was retried: the kill missed the running tasks"
+    assert seen == {"rows": ROWS, "snapshots": ["APPEND"]}
+    table = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options()).get_table("db.t")
+    ids = table.read(columns=["id"]).column("id").to_pylist()
+    assert sorted(ids) == list(range(ROWS))   # every row once: the lost executor's files were never committed
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_tablestore_ingest_runs_on_a_standalone_cluster(
+    spark_cluster: SparkCluster, s3_warehouse: str, s3_server: S3Server, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = f"cdc-{uuid.uuid4().hex[:8]}"
+    KafkaAdmin({"bootstrap.servers": kafka_bootstrap}).create_topic(topic, 2, None)
+    shop = ShopOrders(keys=100, key_change_ratio=0.02)
+    logstore.produce_raw({"bootstrap.servers": kafka_bootstrap}, topic, shop.events(500))
+    flags = [f"--option={k}={v}" for k, v in s3_server.catalog_options().items()]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
+    out, err = tmp_path / "ingest.out", tmp_path / "ingest.err"
+    cmd = [sys.executable, "-m", "tablestore.cli", "ingest", "shop.orders", "--topic", topic,
+           "--bootstrap-servers", kafka_bootstrap, "--warehouse", s3_warehouse, *flags, "--create",
+           "--available-now", "--checkpoint", str(tmp_path / "checkpoint"), "--master", spark_cluster.master_url,
+           "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.executor.memory=1g"]
+    with open(out, "wb") as o, open(err, "wb") as e:
+        code = subprocess.call(cmd, stdout=o, stderr=e, env=env, timeout=600)
+    assert code == 0, err.read_text()[-6000:]
+    table = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options()).get_table("shop.orders")
+    rows = sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
+    assert rows == shop.expected_rows()
