@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 
 
-def tree_cpu_s() -> float:
-    """user + system seconds of this process and every live descendant, plus their reaped children's."""
+def tree_cpu_s(root: int | None = None) -> float:
+    """user + system seconds of process `root` (default: this one) and every live descendant, plus their reaped
+    children's."""
     if not os.path.isdir("/proc"):
         return 0.0
+    root = os.getpid() if root is None else root
     children: dict[int, list[tuple[int, int]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -21,9 +23,12 @@ def tree_cpu_s() -> float:
             continue
         # fields[1]: parent pid; [11:15]: utime, stime, cutime, cstime (clock ticks)
         children.setdefault(int(fields[1]), []).append((int(entry), sum(int(x) for x in fields[11:15])))
-    total, todo = 0, [os.getpid()]
-    with open(f"/proc/{os.getpid()}/stat", encoding="ascii", errors="replace") as f:
-        total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:15])
+    total, todo = 0, [root]
+    try:
+        with open(f"/proc/{root}/stat", encoding="ascii", errors="replace") as f:
+            total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:15])
+    except OSError:
+        return 0.0
     while todo:
         for pid, ticks in children.get(todo.pop(), []):
             total += ticks

@@ -1,0 +1,125 @@
+"""What a table's log costs a streaming write, and who pays it, on a Spark standalone cluster (tests/spark_cluster.py:
+a master and two one-core workers, executors in JVMs of their own): 10 micro-batches of 100k upserts over 1M keys
+into a primary-key table, once with `log.system=none` and once with a Kafka log (`log.consistency=transactional`).
+
+    .venv/bin/python bench/stream_log_bench.py [--batches 10] [--rows 100000] [--keys 1000000] [--buckets 2]
+
+Per run: rows/s of the whole query (Trigger.AvailableNow over pre-written Parquet files, one per micro-batch), and
+CPU seconds per million rows of the driver (its Python process, its JVM and the Python workers that JVM starts:
+where the sink's commit, and today the log's production, run) and of the executors (their JVMs and Python workers).
+Issue 21's targets: the log run at >= 70% of the none run's rows/s; the driver's share of the job's CPU < 10%.
+Needs the Kafka broker (started if not running). Prints a table, writes bench/out/stream_log_bench.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import spark_cluster  # noqa: E402
+from proc_cpu import tree_cpu_s  # noqa: E402
+
+import tablestore  # noqa: E402
+import tablestore.spark  # noqa: E402
+from logstore import broker  # noqa: E402
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())])
+BOOTSTRAP_KEY = "log.properties.bootstrap.servers"
+
+
+def _inputs(work: Path, args: argparse.Namespace) -> Path:
+    rng = np.random.default_rng(7)
+    folder = work / "in"
+    folder.mkdir(parents=True)
+    for b in range(args.batches):
+        ids = rng.choice(args.keys, size=args.rows, replace=False)
+        pq.write_table(pa.table({"id": ids, "v": [f"v{b}"] * args.rows, "n": np.full(args.rows, b)}, schema=SCHEMA),
+                       folder / f"batch-{b:03d}.parquet")
+    return folder
+
+
+def _executors_cpu(cluster: spark_cluster.SparkCluster) -> float:
+    return sum(tree_cpu_s(pid) for pid in cluster.executor_pids())
+
+
+def _run(spark: Any, cluster: spark_cluster.SparkCluster, work: Path, log: str, bootstrap: str,
+         args: argparse.Namespace) -> dict[str, Any]:
+    warehouse = work / f"wh-{log}"
+    cat = tablestore.Catalog(str(warehouse), options={f"table-storage.{BOOTSTRAP_KEY}": bootstrap})
+    cat.create_database("db")
+    options = {"bucket": str(args.buckets)}
+    options.update({"log.system": "none"} if log == "none" else {"log.system": "kafka",
+                                                                 "log.consistency": "transactional"})
+    cat.create_table("db.t", SCHEMA, primary_key=["id"], options=options)
+    df = spark.readStream.schema("id BIGINT, v STRING, n BIGINT").option("maxFilesPerTrigger", 1).parquet(
+        str(work / "in"))
+    driver0, executors0 = tree_cpu_s(), _executors_cpu(cluster)
+    began = time.monotonic()
+    query = (df.writeStream.format("managed").option("warehouse", str(warehouse))
+             .option("checkpointLocation", str(work / f"ck-{log}")).trigger(availableNow=True).start("db.t"))
+    query.awaitTermination()
+    elapsed = time.monotonic() - began
+    driver, executors = tree_cpu_s() - driver0, _executors_cpu(cluster) - executors0
+    million = args.batches * args.rows / 1e6
+    appends = [s for s in cat.get_table("db.t").snapshots() if s.kind == "APPEND"]
+    assert len(appends) == args.batches, len(appends)
+    return {"log": log, "elapsed_s": elapsed, "rows_per_s": args.batches * args.rows / elapsed,
+            "driver_cpu_s_per_m": driver / million, "executors_cpu_s_per_m": executors / million,
+            "driver_share": driver / (driver + executors) if driver + executors else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--buckets", type=int, default=2)
+    args = parser.parse_args()
+    started_broker = broker.status() is None
+    bootstrap = broker.status() or broker.start()
+    results: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="stream-log-bench-") as tmp, spark_cluster.running() as cluster:
+            work = Path(tmp)
+            _inputs(work, args)
+            spark = tablestore.spark.session(master=cluster.master_url, app_name="stream-log-bench", **{
+                "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.executor.memory": "1g"})
+            spark.sparkContext.setLogLevel("ERROR")
+            warm_args = argparse.Namespace(**{**vars(args), "batches": 2})
+            _inputs(work / "warm", warm_args)
+            for log in ("none", "transactional"):   # a warm-up pass of each: class loading, codegen, connections
+                _run(spark, cluster, work / "warm", log, bootstrap, warm_args)
+            results = [_run(spark, cluster, work, log, bootstrap, args) for log in ("none", "transactional")]
+            spark.stop()
+    finally:
+        if started_broker:
+            broker.stop()
+    none, tx = results
+    print(f"{'log':<14} {'rows/s':>10} {'driver CPU s/M':>15} {'executors CPU s/M':>18} {'driver share':>13}")
+    for r in results:
+        print(f"{r['log']:<14} {r['rows_per_s']:>10,.0f} {r['driver_cpu_s_per_m']:>15.2f} "
+              f"{r['executors_cpu_s_per_m']:>18.2f} {100 * (r['driver_share'] or 0):>12.1f}%")
+    print(f"transactional log / no log: {tx['rows_per_s'] / none['rows_per_s']:.1%} of the rows/s (target >= 70%)")
+    out = ROOT / "bench" / "out" / "stream_log_bench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"args": vars(args), "runs": results,
+                               "log_over_none": tx["rows_per_s"] / none["rows_per_s"]}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
