@@ -1,7 +1,7 @@
-"""Spark on an S3 warehouse (a real S3 server: SeaweedFS): a session given the catalog's S3 options runs SQL DDL and
-DML, `df.write` / `spark.read`, a streaming write and compaction (tests/tablestore/spark/s3_job.py, its own
-process: a session's warehouse and options are fixed when it starts), and the shared session reaches an S3
-warehouse through per-read options and `SET`."""
+"""Spark on an S3 warehouse (a real S3 server: SeaweedFS): the shared session reaches an S3 warehouse through
+per-read options and a catalog configured with `SET`. `run_job` / `check_job` run tests/tablestore/spark/s3_job.py
+(a session given the catalog's S3 options: SQL DDL and DML, df.write / spark.read, a streaming write, compaction)
+in its own process, as test_spark_cluster.py does on a standalone cluster."""
 from __future__ import annotations
 
 import json
@@ -42,14 +42,6 @@ def check_job(seen: dict[str, Any]) -> None:
     assert seen["after_compact"] == [2300, 2500 + 500 * 3 + 300 * 4]
     assert seen["python_rows"] == 2300
     assert "COMPACT" in seen["kinds"] and "APPEND" in seen["kinds"]
-
-
-def test_a_session_on_an_s3_warehouse_runs_sql_dataframes_streams_and_compaction(
-    s3_warehouse: str, s3_server: S3Server, tmp_path: Path
-) -> None:
-    check_job(run_job(s3_warehouse, "local[2]", s3_server.catalog_options(), tmp_path))
-    cat = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options())
-    assert cat.get_table("db.t").read().num_rows == 2300   # what Spark committed, as the Python API sees it
 
 
 def test_the_shared_session_reads_and_writes_an_s3_warehouse_by_option_and_by_set(
