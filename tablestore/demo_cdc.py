@@ -132,17 +132,14 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
 
     import tablestore.spark
     from tablestore.spark.ingest import IngestConfig, IngestJob
+    from tablestore.spark.s3a import jvm_has_s3a, to_s3a
 
     console = Console()
     started_broker = bootstrap_servers is None and broker.status() is None
     bootstrap = bootstrap_servers or broker.status() or broker.start()
     own_warehouse = warehouse is None
     warehouse = warehouse or tempfile.mkdtemp(prefix="tablestore-demo-")
-    # Spark's JVM has no file system for s3:// (no hadoop-aws among PySpark's jars): with a warehouse in an object
-    # store the two queries keep their checkpoints on the driver's disk. Only the driver writes them (neither query
-    # has a stateful operator), so this holds on a cluster too.
-    local_checkpoints = None if _is_local(warehouse) else tempfile.mkdtemp(prefix="tablestore-demo-checkpoints-")
-    checkpoints = local_checkpoints or warehouse
+    local_checkpoints: str | None = None
     console.print(f"broker {bootstrap}, warehouse {warehouse}; starting Spark ({master})")
     try:
         if tablestore.Catalog(warehouse).table_exists(TABLE):   # a warehouse of an earlier demo: start afresh
@@ -157,6 +154,12 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
         spark = tablestore.spark.session(warehouse, master=master, kafka=True, app_name="tablestore-demo",
                                          **{"spark.sql.shuffle.partitions": "2"})
         spark.sparkContext.setLogLevel("OFF")   # the demo reports its own errors; Spark logs expected ones too
+        # the checkpoints live beside the table, in the bucket through Hadoop's S3A (tablestore/spark/s3a.py), unless
+        # the session got no S3A (its jars could not be fetched: no mvn): then on the driver's disk. Only the driver
+        # writes them (neither query has a stateful operator), so that holds on a cluster too.
+        if not _is_local(warehouse) and not jvm_has_s3a(spark):
+            local_checkpoints = tempfile.mkdtemp(prefix="tablestore-demo-checkpoints-")
+        checkpoints = local_checkpoints or to_s3a(warehouse)
         state = DemoState()
         job = IngestJob(spark, IngestConfig(
             table=TABLE, topic=TOPIC, bootstrap_servers=bootstrap, warehouse=warehouse, create=True,

@@ -93,8 +93,11 @@ class IngestConfig:
 
 
 def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
-    """`<table>/checkpoint/ingest-<topic>`: the table's directory keeps its ingest job's state (filestore.paths)."""
-    return f"{handle.store.paths.checkpoint_dir}/ingest-{topic}"
+    """`<table>/checkpoint/ingest-<topic>`: the table's directory keeps its ingest job's state (filestore.paths); on
+    S3 an `s3a://` URL (Spark's JVM writes it through Hadoop's S3A: tablestore/spark/s3a.py)."""
+    from tablestore.spark.s3a import jvm_url
+
+    return jvm_url(handle.store.io.object_store, f"{handle.store.paths.checkpoint_dir}/ingest-{topic}")
 
 
 _WHERE = re.compile(r"in topic (?P<topic>\S+) partition (?P<partition>\d+) offset (?P<offset>\d+): (?P<detail>[^\n]*)")

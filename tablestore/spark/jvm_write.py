@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
 from filestore import CommitMessage, adopt_data_file
+from tablestore.spark.s3a import hadoop_options, jvm_url
 
 if TYPE_CHECKING:
     from filestore import FileStore, Snapshot, TableSchema
@@ -44,8 +45,9 @@ KEY_TYPES = ("byte", "short", "int", "long", "date")
 """Primary-key types the JVM writer sorts (one column, as a 64-bit integer)."""
 
 
-def unusable_reason(store: "FileStore") -> str | None:
-    """Why the JVM writer cannot write `store`'s table (None: it can)."""
+def unusable_reason(store: "FileStore", jvm_s3a: bool = False) -> str | None:
+    """Why the JVM writer cannot write `store`'s table (None: it can); `jvm_s3a`: the JVM has Hadoop's S3A (the
+    write's option JVM_S3A_OPTION), so it writes a warehouse on S3 too."""
     schema = store.schema
     if store.options.file_format != "parquet":
         return f"file.format is {store.options.file_format}"
@@ -55,8 +57,10 @@ def unusable_reason(store: "FileStore") -> str | None:
         return "the table's primary key is not one column"
     from fsspec.implementations.local import LocalFileSystem
 
-    if not isinstance(store.io.fs, LocalFileSystem):
-        return "the warehouse is not on the local file system"
+    if store.io.object_store and not jvm_s3a:
+        return "the warehouse is on S3 and Spark's JVM has no S3A file system (hadoop-aws: tablestore/spark/s3a.py)"
+    if not isinstance(store.io.fs, LocalFileSystem) and not store.io.object_store:
+        return "the warehouse is neither on the local file system nor on S3"
     for f in schema.arrow_schema:
         if f.type not in JVM_TYPES:
             return f"column {f.name!r} is of type {f.type}"
@@ -65,9 +69,11 @@ def unusable_reason(store: "FileStore") -> str | None:
     return None
 
 
-def write_plan(store: "FileStore", base: "Snapshot | None", table: str, stride: int) -> dict[str, Any]:
-    """The plan of a JVM write of `store`'s table on top of snapshot `base` (see the module's protocol)."""
-    reason = unusable_reason(store)
+def write_plan(store: "FileStore", base: "Snapshot | None", table: str, stride: int, *, jvm_s3a: bool = False,
+               catalog_options: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The plan of a JVM write of `store`'s table on top of snapshot `base` (see the module's protocol); on S3 the
+    bucket directories are `s3a://` URLs and `hadoop` the S3A settings of the write's `catalog_options`."""
+    reason = unusable_reason(store, jvm_s3a)
     if reason is not None:
         return {"usable": False, "reason": f"table {table!r}: {reason}"}
     committed = {b: -1 for b in range(store.options.bucket)}
@@ -77,7 +83,9 @@ def write_plan(store: "FileStore", base: "Snapshot | None", table: str, stride: 
     schema = store.schema
     return {
         "usable": True, "table": table,
-        "bucket_dirs": [store.paths.bucket_dir((), (), b) for b in range(store.options.bucket)],
+        "bucket_dirs": [jvm_url(store.io.object_store, store.paths.bucket_dir((), (), b))
+                        for b in range(store.options.bucket)],
+        "hadoop": hadoop_options(catalog_options) if store.io.object_store else {},
         "base_sequences": [committed[b] for b in range(store.options.bucket)],
         "stride": stride,
         "compression": store.options.file_compression,

@@ -10,10 +10,14 @@
    deletes is read without a merge: `SplitRead` decides that, the same for every reader (Python API, compaction).
 4. Around the Python worker: when the JVM provider (the tablestore Spark jar) plans the scan, it passes a file path
    in the option `RAW_PLAN_OPTION`. `partitions` then leaves out the splits Spark's own vectorized Parquet reader
-   can read as they are (`SplitRead.plain_files`: one sorted run, no deletes, no filter to apply; local Parquet
-   files; flat column types whose Parquet reading gives the table's Spark types) and writes them to that file as
-   JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per split, in key order]}`. The JVM
+   can read as they are (`SplitRead.plain_files`: one sorted run, no deletes, no filter to apply; Parquet files on
+   the local disk, or on S3 (below); flat column types whose Parquet reading gives the table's Spark types) and
+   writes them to that file as JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per
+   split, in key order]}`. The JVM
    reads those splits itself (ManagedProvider.java, `RawSplitReader`) and the other `n` through this reader.
+   A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
+   tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
+   the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
 """
 from __future__ import annotations
 
@@ -21,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import json
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +34,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from filestore import Split
 from tablestore.spark.datasource import TableRef, int_option, table_ref
 from tablestore.spark.filters import translate
+from tablestore.spark.s3a import JVM_S3A_OPTION, hadoop_options, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
 
 if TYPE_CHECKING:
@@ -79,6 +83,7 @@ class ManagedReader(DataSourceReader):
         self.prune: pc.Expression | None = None
         self.exact: pc.Expression | None = None
         self.raw_plan: str | None = options.get(RAW_PLAN_OPTION)
+        self.jvm_s3a = str(options.get(JVM_S3A_OPTION, "")).lower() == "true"
 
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         done = translate(filters, self.table_schema)
@@ -98,15 +103,19 @@ class ManagedReader(DataSourceReader):
         splits = store.new_scan().plan(snapshot, self.prune)
         if self.raw_plan is not None:
             raw, splits = self._raw_splits(store, splits)
-            plan = {"python_partitions": len(splits), "columns": self.table_schema.names, "raw": raw}
+            plan: dict[str, Any] = {"python_partitions": len(splits), "columns": self.table_schema.names, "raw": raw}
+            if raw and store.io.object_store:
+                plan["hadoop"] = hadoop_options(self.ref.catalog_options)
             with open(self.raw_plan, "w", encoding="utf-8") as out:
                 json.dump(plan, out)
         return [SplitPartition(s) for s in splits] or [SplitPartition(None)]
 
     def _raw_splits(self, store: "FileStore", splits: Sequence[Split]) -> tuple[list[list[str]], list[Split]]:
-        """The splits Spark's Parquet reader can read as they are (their files' absolute paths), and the others."""
+        """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs),
+        and the others."""
         if (self.exact is not None or store.options.file_format != "parquet"
-                or not isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
+                or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
+                        or (store.io.object_store and self.jvm_s3a))
                 or not all(_raw_readable(f.type) for f in self.table_schema)):
             return [], list(splits)
         if store.schema.arrow_schema.names != self.table_schema.names:
@@ -119,7 +128,8 @@ class ManagedReader(DataSourceReader):
             if files is None:
                 rest.append(split)
             else:
-                raw.append([os.path.abspath(store.data_file_path(split.partition, split.bucket, f.file_name))
+                raw.append([jvm_url(store.io.object_store,
+                                    store.data_file_path(split.partition, split.bucket, f.file_name))
                             for f in files])
         return raw, rest
 

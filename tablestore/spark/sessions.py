@@ -100,6 +100,9 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
         settings[f"spark.executorEnv.{WAREHOUSE_ENV}"] = warehouse
     settings.update({k: str(v) for k, v in conf.items()})
     settings.update(catalog_environment(settings))
+    from tablestore.spark.s3a import session_settings as s3a_settings   # hadoop-aws when the settings name S3
+
+    settings.update(s3a_settings(settings, master))
     settings.setdefault(CATALOG_CONF, CATALOG_CLASS)
     settings[EXTENSIONS_CONF] = with_extension(settings.get(EXTENSIONS_CONF))
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]

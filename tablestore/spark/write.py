@@ -42,6 +42,7 @@ from tablestore.errors import TableStoreError
 from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
 from tablestore.spark.jvm_write import (PLAN_OPTION, JvmTaskCommit, commit_messages, data_file_paths, write_plan,
                                        write_plan_file)
+from tablestore.spark.s3a import JVM_S3A_OPTION
 from tablestore.writer import TableWriter, WriteTarget
 
 if TYPE_CHECKING:
@@ -134,7 +135,9 @@ class ManagedWriter(DataSourceArrowWriter):
             elif not self.bucket_per_task:
                 plan = {"usable": False, "reason": "Spark does not cluster the rows one bucket per task"}
             else:
-                plan = write_plan(handle.store, base, table, SEQUENCE_STRIDE)
+                plan = write_plan(handle.store, base, table, SEQUENCE_STRIDE,
+                                  jvm_s3a=str(options.get(JVM_S3A_OPTION, "")).lower() == "true",
+                                  catalog_options=self.ref.catalog_options)
             write_plan_file(plan_file, plan)
 
     def _clustered_by_spark(self) -> bool:

@@ -92,6 +92,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
     private CaseInsensitiveStringMap withPlan(Map<String, String> options) {
         Map<String, String> out = new HashMap<>(options);
         out.put(ProviderTable.RAW_PLAN_OPTION, planFile);
+        HadoopFiles.markS3a(out);
         return new CaseInsensitiveStringMap(out);
     }
 

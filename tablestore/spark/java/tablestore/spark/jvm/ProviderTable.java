@@ -141,6 +141,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
         Map<String, String> with = new HashMap<>(options.asCaseSensitiveMap());
         with.put(RAW_PLAN_OPTION, plan.file);
+        HadoopFiles.markS3a(with);
         return new Builder(((SupportsRead) python).newScanBuilder(new CaseInsensitiveStringMap(with)));
     }
 
@@ -283,10 +284,11 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
             }
             List<String> columns = new ArrayList<>();
             raw.path("columns").forEach(c -> columns.add(c.asText()));
+            HashMap<String, String> hadoop = HadoopFiles.settings(raw.get("hadoop"));
             for (JsonNode files : raw.path("raw")) {
                 List<String> paths = new ArrayList<>();
                 files.forEach(f -> paths.add(f.asText()));
-                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0])));
+                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0]), hadoop));
             }
             columnar = out.stream().allMatch(p -> p instanceof RawSplit);
             return out.toArray(new InputPartition[0]);
@@ -298,14 +300,19 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         }
     }
 
-    /** A split Spark's Parquet reader reads: its files in key order, the table's columns. */
+    /**
+     * A split Spark's Parquet reader reads: its files in key order (paths, or {@code s3a://} URLs), the table's
+     * columns, and the Hadoop settings its files' file system is opened with ({@link HadoopFiles}).
+     */
     static final class RawSplit implements InputPartition {
         final String[] files;
         final String[] columns;
+        final HashMap<String, String> hadoop;
 
-        RawSplit(String[] files, String[] columns) {
+        RawSplit(String[] files, String[] columns, HashMap<String, String> hadoop) {
             this.files = files;
             this.columns = columns;
+            this.hadoop = hadoop;
         }
     }
 
@@ -346,6 +353,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         private int next;
         private VectorizedParquetRecordReader reader;
         private ColumnarBatch batch;
+        private boolean remoteOpened;
 
         RawSplitReader(RawSplit split, StructType schema) {
             this.split = split;
@@ -371,6 +379,10 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
         }
 
         private void open(String file) throws IOException {
+            if (!remoteOpened && HadoopFiles.remote(file)) {
+                HadoopFiles.open(file, split.hadoop);   // the reader below opens it with a bare Configuration
+                remoteOpened = true;
+            }
             reader = new VectorizedParquetRecordReader(false, 4096);
             reader.initialize(file, Arrays.asList(split.columns));
             ColumnarBatch first = reader.resultBatch();

@@ -311,6 +311,7 @@ public final class BucketClustering {
             String planFile = jvmPlanFile(layout, with);
             if (planFile != null) {
                 with.put(JvmBatchWrite.PLAN_OPTION, planFile);
+                tablestore.spark.jvm.HadoopFiles.markS3a(with);
             }
             return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table,
                 planFile, info.schema());

@@ -90,6 +90,7 @@ final class ManagedScan {
             // batch splits that need no merge are handed to Spark's vectorized Parquet reader (ProviderTable)
             Map<String, String> withPlan = new HashMap<>(options.asCaseSensitiveMap());
             withPlan.put(ProviderTable.RAW_PLAN_OPTION, rawPlan.file());
+            tablestore.spark.jvm.HadoopFiles.markS3a(withPlan);
             this.python = PythonSourceBridge.scanBuilder(schema, partitioning, new CaseInsensitiveStringMap(withPlan));
         }
 

@@ -70,6 +70,7 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         String planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
         if (planFile != null) {
             extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
+            tablestore.spark.jvm.HadoopFiles.markS3a(extra);
         }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
         WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),

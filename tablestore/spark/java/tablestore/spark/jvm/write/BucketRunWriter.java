@@ -14,10 +14,15 @@ import java.util.Map;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.parquet.column.ParquetProperties;
 import org.apache.parquet.column.values.factory.DefaultValuesWriterFactory;
 import org.apache.parquet.hadoop.CodecFactory;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
+import org.apache.parquet.hadoop.util.HadoopOutputFile;
+import org.apache.parquet.io.LocalOutputFile;
+import org.apache.parquet.io.OutputFile;
 import org.apache.parquet.schema.MessageType;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -27,6 +32,8 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonWriterCommitMessage;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
+
+import tablestore.spark.jvm.HadoopFiles;
 
 /**
  * The JVM twin of one Spark write task's file-store writer (tablestore/spark/write.py's {@code _write_task} with
@@ -61,6 +68,7 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     private final List<String> files = new ArrayList<>();
     private final List<byte[]> pages = new ArrayList<>();
     private UnsafeProjection toUnsafe;
+    private FileSystem fs;
     private CodecFactory codecs;
     private ParquetProperties props;
     private MessageType schema;
@@ -318,10 +326,25 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
             schema = DataFileOut.schema(plan);
         }
         String name = "data-" + writerId + "-" + files.size() + ".parquet";
-        java.nio.file.Path path = Paths.get(dir, name);
-        Files.createDirectories(path.getParent());
+        OutputFile out = outputFile(name);
         files.add(name);
-        return new DataFileOut(path, plan, schema, props, codecs.getCompressor(codec(plan.compression)));
+        return new DataFileOut(out, plan, schema, props, codecs.getCompressor(codec(plan.compression)));
+    }
+
+    /**
+     * A new data file of the bucket: a local file, or a file of Hadoop's file system of the bucket's URL (S3A: a
+     * data file's name is unique and it is written once, so a plain create does; it appears when closed).
+     */
+    private OutputFile outputFile(String name) throws IOException {
+        if (!HadoopFiles.remote(dir)) {
+            java.nio.file.Path path = Paths.get(dir, name);
+            Files.createDirectories(path.getParent());
+            return new LocalOutputFile(path);
+        }
+        if (fs == null) {
+            fs = HadoopFiles.open(dir, plan.hadoop);
+        }
+        return HadoopOutputFile.fromPath(new Path(dir + "/" + name), fs.getConf());
     }
 
     static CompressionCodecName codec(String compression) {
@@ -375,7 +398,11 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     @Override
     public void abort() throws IOException {
         for (String name : files) {
-            Files.deleteIfExists(Paths.get(dir, name));
+            if (HadoopFiles.remote(dir)) {
+                HadoopFiles.open(dir, plan.hadoop).delete(new Path(dir + "/" + name), false);
+            } else {
+                Files.deleteIfExists(Paths.get(dir, name));
+            }
         }
     }
 

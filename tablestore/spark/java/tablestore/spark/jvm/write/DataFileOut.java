@@ -23,7 +23,7 @@ import org.apache.parquet.column.values.rle.RunLengthBitPackingHybridValuesWrite
 import org.apache.parquet.compression.CompressionCodecFactory;
 import org.apache.parquet.hadoop.ColumnChunkPageWriteStore;
 import org.apache.parquet.hadoop.ParquetFileWriter;
-import org.apache.parquet.io.LocalOutputFile;
+import org.apache.parquet.io.OutputFile;
 import org.apache.parquet.io.api.Binary;
 import org.apache.parquet.schema.LogicalTypeAnnotation;
 import org.apache.parquet.schema.MessageType;
@@ -67,13 +67,13 @@ final class DataFileOut implements Closeable {
     private ColumnChunkPageWriteStore pages;
     private int rows;
 
-    DataFileOut(java.nio.file.Path path, WritePlan plan, MessageType schema, ParquetProperties props,
+    DataFileOut(OutputFile out, WritePlan plan, MessageType schema, ParquetProperties props,
                 CompressionCodecFactory.BytesInputCompressor compressor) throws IOException {
         this.plan = plan;
         this.schema = schema;
         this.props = props;
         this.compressor = compressor;
-        this.file = new ParquetFileWriter(new LocalOutputFile(path), schema, ParquetFileWriter.Mode.CREATE,
+        this.file = new ParquetFileWriter(out, schema, ParquetFileWriter.Mode.CREATE,
             Long.MAX_VALUE, 0, props.getColumnIndexTruncateLength(), props.getStatisticsTruncateLength(),
             props.getPageWriteChecksumEnabled());
         this.codes = new int[plan.types.length];

@@ -16,7 +16,8 @@ import tablestore.spark.jvm.DelegatingBatchWrite;
  * A batch write whose tasks are written by the JVM twin of the file store's writer ({@link BucketRunWriter}) where
  * it applies, else by Python: the write Spark clusters one bucket per task, of a table Python's planning found fit
  * (tablestore/spark/jvm_write.py: a primary key of one integer column, no partition columns, Parquet files, column
- * types the JVM writer writes, a local warehouse), rows with exactly the table's columns and types.
+ * types the JVM writer writes, a local warehouse or, with S3A on the class path, one on S3: {@link
+ * tablestore.spark.jvm.HadoopFiles}), rows with exactly the table's columns and types.
  *
  * <p>Protocol (tablestore/spark/write.py, step 2'): the write's options carry {@value #PLAN_OPTION} = a file path
  * of this JVM's. {@link #createBatchWriterFactory} first asks the Python batch write for its factory, which creates

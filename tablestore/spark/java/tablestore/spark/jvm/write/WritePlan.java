@@ -19,7 +19,8 @@ import org.apache.spark.sql.types.StructType;
  * What the JVM writer of a batch write needs from the table, written by Python's planning of the write
  * (tablestore/spark/jvm_write.py, {@code write_plan}) to the file named by the write's option
  * {@value JvmBatchWrite#PLAN_OPTION}: {@code usable} (false with a {@code reason} when the table is one the JVM
- * writer does not write: Python writes it), the bucket directories, each bucket's highest committed sequence number
+ * writer does not write: Python writes it), the bucket directories (paths, or {@code s3a://} URLs with the S3A
+ * settings in {@code hadoop}), each bucket's highest committed sequence number
  * in the job's base snapshot, the per-task stride, compression, write-buffer-size, target-file-size, the table's
  * columns (name, type) and its one primary-key column.
  */
@@ -36,6 +37,8 @@ public final class WritePlan implements Serializable {
     final String[] names;
     final String[] types;
     final int key;
+    /** The Hadoop settings of the bucket directories' file system when they are URLs ({@code s3a://}). */
+    final java.util.HashMap<String, String> hadoop;
     /** Per table column, the ordinal of the input row's column (set by {@link #bind}). */
     int[] ordinals;
 
@@ -66,6 +69,7 @@ public final class WritePlan implements Serializable {
             }
         }
         key = k;
+        hadoop = tablestore.spark.jvm.HadoopFiles.settings(plan.get("hadoop"));
     }
 
     /**
