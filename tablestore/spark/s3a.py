@@ -10,7 +10,8 @@ catalog option names S3 (`session_settings`):
   from Maven Central through `scripts/hadoop-aws/pom.xml`, cached in `.cache/hadoop-aws/hadoop-<version>/` (once per
   machine; tablestore/spark/maven.py). `TABLESTORE_HADOOP_AWS_LIBS` names a directory holding them already (an image
   without mvn). A local session puts them on the JVM's class path (`spark.driver.extraClassPath`: `spark.jars`
-  would copy the 700 MB into every session's scratch directory); a cluster's session ships them (`spark.jars`).
+  would copy the 700 MB into every session's scratch directory); a cluster's session ships them to its executors
+  (`spark.jars`), unless `spark.tablestore.s3a.ship=false` says they are at the same paths there.
 - `spark.hadoop.fs.s3.impl` = S3A, so the `s3://` URLs tablestore's users write reach the JVM as they are (a
   checkpoint location, a `df.write.parquet`); paths tablestore hands the JVM itself are `s3a://` (`jvm_url`).
 - the catalog's S3 options become `fs.s3a.*` (sessions.catalog_environment); the plans tablestore hands its JVM
@@ -40,6 +41,11 @@ JVM_S3A_OPTION = "__jvm-s3a"
 """Set ("true") by the JVM on the scans and writes it plans when S3A is on its class path (ProviderTable.java,
 JvmBatchWrite.java: the same constant): only then do read.py and jvm_write.py hand S3 files to the JVM."""
 S3_SCHEMES = ("s3", "s3a", "s3n")
+SWITCH_CONF = "spark.tablestore.s3a"
+"""false: a session on S3 gets no S3A (its JVM then reads and writes nothing on S3: Python does)."""
+SHIP_CONF = "spark.tablestore.s3a.ship"
+"""false: a cluster's executors find the jars at the driver's paths (one machine, or the same image everywhere)
+instead of fetching them from the driver (about 700 MB per executor host and application)."""
 
 
 class S3AUnavailableError(TableStoreError):
@@ -95,9 +101,10 @@ def needs_s3a(settings: Mapping[str, str]) -> bool:
 
 
 def session_settings(settings: Mapping[str, str], master: str | None) -> dict[str, str]:
-    """What `session()` adds to `settings` for S3 ({} when they name no S3, or the jars cannot be had: logged):
-    the S3A jars (the JVM's class path on a local master, else `spark.jars`) and `fs.s3.impl`."""
-    if not needs_s3a(settings) or settings.get("spark.tablestore.s3a", "true").lower() == "false":
+    """What `session()` adds to `settings` for S3 ({} when they name no S3, SWITCH_CONF is false, or the jars
+    cannot be had: logged): `fs.s3.impl` and the S3A jars, on the driver's class path, and for a cluster's
+    executors in `spark.jars` (shipped to each) or, with SHIP_CONF false, on their class path at the same paths."""
+    if not needs_s3a(settings) or settings.get(SWITCH_CONF, "true").lower() == "false":
         return {}
     try:
         jars = [str(j) for j in s3a_jars()]
@@ -106,10 +113,11 @@ def session_settings(settings: Mapping[str, str], master: str | None) -> dict[st
                     "be local; reads and writes go through Python): %s", e)
         return {}
     out = {"spark.hadoop.fs.s3.impl": settings.get("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")}
-    if master is None or master.startswith("local"):
-        key = "spark.driver.extraClassPath"
+    local = master is None or master.startswith("local")
+    ship = settings.get(SHIP_CONF, "true").lower() != "false"
+    for key in ["spark.driver.extraClassPath"] + ([] if local or ship else ["spark.executor.extraClassPath"]):
         out[key] = os.pathsep.join([p for p in settings.get(key, "").split(os.pathsep) if p] + jars)
-    else:
+    if not local and ship:
         out["spark.jars"] = ",".join([j for j in settings.get("spark.jars", "").split(",") if j] + jars)
     return out
 

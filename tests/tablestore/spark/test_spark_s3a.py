@@ -46,7 +46,12 @@ def test_the_session_settings_add_s3a_only_for_s3(monkeypatch: pytest.MonkeyPatc
                      "spark.driver.extraClassPath": os.pathsep.join(map(str, jars))}
     cluster = s3a.session_settings({"spark.hadoop.fs.s3a.endpoint": "http://x", "spark.jars": "/a.jar"},
                                    "spark://m:7077")
-    assert cluster["spark.jars"] == ",".join(["/a.jar", *map(str, jars)])
+    assert cluster["spark.jars"] == ",".join(["/a.jar", *map(str, jars)])   # shipped to the executors
+    assert cluster["spark.driver.extraClassPath"] == os.pathsep.join(map(str, jars))
+    same_paths = s3a.session_settings({"spark.hadoop.fs.s3a.endpoint": "http://x", "spark.tablestore.s3a.ship": "false"},
+                                      "spark://m:7077")   # the workers have the jars at the driver's paths
+    assert "spark.jars" not in same_paths
+    assert same_paths["spark.executor.extraClassPath"] == os.pathsep.join(map(str, jars))
     assert s3a.session_settings({"spark.sql.catalog.c.warehouse": "s3a://b/wh", "spark.tablestore.s3a": "false"},
                                 None) == {}
 
