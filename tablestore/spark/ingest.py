@@ -145,6 +145,12 @@ class IngestJob:
                                starting_offsets=self.config.starting_offsets,
                                table_options=self.config.table_options)
         self.checkpoint = self.config.checkpoint or default_checkpoint(handle, self.config.topic)
+        from tablestore.spark.s3a import is_s3, jvm_has_s3a
+
+        if is_s3(self.checkpoint) and not jvm_has_s3a(self.spark):
+            raise IngestError(f"checkpoint {self.checkpoint}: this Spark session has no S3A file system (hadoop-aws, "
+                              "which tablestore.spark.session adds for an S3 warehouse when mvn can fetch it: "
+                              "docs/spark.md); give --checkpoint a path every node of the job reaches")
         self._samples = logstore.edge_records(self._properties(), self.config.topic)
         while True:
             self.state = self.progress_state(State.RUN)
