@@ -26,7 +26,9 @@ def main(warehouse: str, master: str, options: dict[str, str], work: str) -> dic
     conf = {f"spark.sql.catalog.managed.{k}": v for k, v in options.items()}
     spark = tablestore.spark.session(warehouse=warehouse, master=master,
                                      **{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                        "spark.executor.memory": "1g", **conf})
+                                        "spark.executor.memory": "1g",
+                                        "spark.tablestore.s3a.ship": "false",   # one machine: the S3A jars are where the driver has them
+                                        **conf})
     spark.sparkContext.setLogLevel("ERROR")
     cat = tablestore.Catalog(warehouse, options=options)
     cat.create_database("db", ignore_if_exists=True)

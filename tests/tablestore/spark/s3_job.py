@@ -21,7 +21,9 @@ def main(warehouse: str, master: str, options: dict[str, str], work: Path) -> di
     conf = {f"spark.sql.catalog.managed.{k}": v for k, v in options.items()}   # the catalog's S3 options
     spark = tablestore.spark.session(warehouse=warehouse, master=master,
                                      **{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                        "spark.executor.memory": "1g", **conf})
+                                        "spark.executor.memory": "1g",
+                                        "spark.tablestore.s3a.ship": "false",   # one machine: the S3A jars are where the driver has them
+                                        **conf})
     spark.sparkContext.setLogLevel("ERROR")
     seen: dict[str, object] = {}
     spark.sql("CREATE DATABASE managed.db")
@@ -43,7 +45,7 @@ def main(warehouse: str, master: str, options: dict[str, str], work: Path) -> di
         pq.write_table(pa.table({"id": ids, "v": [f"s{i}" for i in ids], "n": [4] * len(ids)}),
                        source / f"part-{batch}.parquet")
     stream = spark.readStream.schema("id BIGINT, v STRING, n BIGINT").parquet(str(source))
-    query = (stream.writeStream.format("managed").option("checkpointLocation", str(work / "checkpoint"))
+    query = (stream.writeStream.format("managed").option("checkpointLocation", f"{warehouse}/_checkpoints/stream")
              .trigger(availableNow=True).start("db.t"))
     query.awaitTermination()
     seen["after_stream"] = spark.read.format("managed").load("db.t").count()

@@ -89,8 +89,9 @@ def test_tablestore_ingest_runs_on_a_standalone_cluster(
     out, err = tmp_path / "ingest.out", tmp_path / "ingest.err"
     cmd = [sys.executable, "-m", "tablestore.cli", "ingest", "shop.orders", "--topic", topic,
            "--bootstrap-servers", kafka_bootstrap, "--warehouse", s3_warehouse, *flags, "--create",
-           "--available-now", "--checkpoint", str(tmp_path / "checkpoint"), "--master", spark_cluster.master_url,
-           "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.executor.memory=1g"]
+           "--available-now", "--master", spark_cluster.master_url,   # the default checkpoint: under the table, in S3
+           "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.executor.memory=1g",
+           "--conf", "spark.tablestore.s3a.ship=false"]   # one machine: the S3A jars are where the driver has them
     with open(out, "wb") as o, open(err, "wb") as e:
         code = subprocess.call(cmd, stdout=o, stderr=e, env=env, timeout=600)
     assert code == 0, err.read_text()[-6000:]
