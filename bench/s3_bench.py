@@ -1,6 +1,10 @@
 """Managed tables on S3 against Spark's own Parquet on the same bucket: one run, one local[2] session (issue 21).
 
-    python bench/s3_bench.py [--rows 2000000] [--repeat 2]
+    python bench/s3_bench.py [--rows 2000000] [--repeat 2] [--cluster]
+
+`--cluster` runs the same on a Spark standalone cluster instead of local[2] (tests/spark_cluster.py: a master and
+two one-core workers, executors in JVMs of their own; the S3A jars at the driver's paths) and writes
+bench/out/s3_bench_cluster.json.
 
 The S3 server is SeaweedFS on this machine (tests/s3_server.py, started and stopped here); the session is
 `tablestore.spark.session(warehouse="s3://...")` with the catalog's S3 options, so it has Hadoop's S3A
@@ -20,12 +24,13 @@ depend on the machine's load (the S3 server shares its 2 cores).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow.parquet as pq
 
@@ -36,6 +41,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import tablestore  # noqa: E402
 import tablestore.spark  # noqa: E402
 from s3_server import running  # noqa: E402
+import spark_cluster  # noqa: E402
 from spark_datasource_bench import OUT, SCHEMA, _best, _data  # noqa: E402
 from tablestore.spark.s3a import jvm_has_s3a  # noqa: E402
 
@@ -44,14 +50,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--cluster", action="store_true", help="on a standalone cluster instead of local[2]")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tablestore-s3-bench-"))
-    results: dict[str, Any] = {"rows": args.rows, "repeat": args.repeat}
+    results: dict[str, Any] = {"rows": args.rows, "repeat": args.repeat,
+                               "master": "standalone cluster, 2 one-core workers" if args.cluster else "local[2]"}
+    cluster = spark_cluster.running() if args.cluster else None
     try:
-        with running() as server:
+        with running() as server, (cluster or _nothing()) as found:
             options = server.catalog_options()
             warehouse = f"s3://{server.bucket}/wh"
-            spark = tablestore.spark.session(warehouse, master="local[2]", **{
+            master = found.master_url if found is not None else "local[2]"
+            on_cluster = {"spark.executor.memory": "1g", "spark.tablestore.s3a.ship": "false"} if found else {}
+            spark = tablestore.spark.session(warehouse, master=master, **{
+                **on_cluster,
                 "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g",
                 "spark.sql.parquet.compression.codec": "lz4_raw",
                 "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
@@ -64,7 +76,12 @@ def main() -> None:
                 spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    _report(results)
+    _report(results, "s3_bench_cluster.json" if args.cluster else "s3_bench.json")
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
 
 
 def _run(spark: Any, warehouse: str, options: dict[str, str], bucket: str, work: Path,
@@ -109,9 +126,9 @@ def _run(spark: Any, warehouse: str, options: dict[str, str], bucket: str, work:
     return out
 
 
-def _report(results: dict[str, Any]) -> None:
+def _report(results: dict[str, Any], name: str) -> None:
     rows = results["rows"]
-    print(f"{rows:,} rows, PySpark {results['spark']}, local[2], SeaweedFS on the same machine, "
+    print(f"{rows:,} rows, PySpark {results['spark']}, {results['master']}, SeaweedFS on the same machine, "
           f"S3A in the JVM: {results['s3a']}, managed scan through Spark's Parquet reader: "
           f"{results['managed_scan_raw']}")
     print(f"{'':26s} {'seconds':>8s} {'rows/s':>12s} {'of Parquet':>11s} {'CPU s':>7s}")
@@ -126,7 +143,7 @@ def _report(results: dict[str, Any]) -> None:
     print(f"targets: write >= 50% of Parquet's ({results['managed_write_ratio']:.0%}), "
           f"scan >= 60% ({results['managed_scan_ratio']:.0%})")
     OUT.mkdir(exist_ok=True)
-    (OUT / "s3_bench.json").write_text(json.dumps(results, indent=2))
+    (OUT / name).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
