@@ -24,7 +24,7 @@ from filestore.datafile import read_data_file
 from filestore.evolution import widens
 from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
-from filestore.objectstore import S3Settings, check_conditional_writes
+from filestore.objectstore import S3Settings, check_conditional_writes, is_s3
 from filestore.keycodec import KeyCodec
 from filestore.live import LiveFiles
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
@@ -83,6 +83,7 @@ __all__ = [
     "compact",
     "delete_added_files",
     "expire_snapshots",
+    "is_s3",
     "partition_value",
     "read_data_file",
     "remove_orphan_files",

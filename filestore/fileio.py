@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
-from filestore.objectstore import S3Settings, is_s3, put_if_absent, s3_filesystem
+from filestore.objectstore import S3_PROTOCOLS, S3Settings, is_s3, put_if_absent, s3_filesystem
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class FileIO:
         self.fs = fs
         self._local = isinstance(fs, LocalFileSystem)
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-        self.object_store = any(p in ("s3", "s3a") for p in protocols)
+        self.object_store = any(p in S3_PROTOCOLS for p in protocols)
         """S3: no directories to make, an exclusive create is a conditional put."""
 
     @staticmethod

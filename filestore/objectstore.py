@@ -59,6 +59,7 @@ class S3Settings:
 
 
 def is_s3(url: str) -> bool:
+    """Whether `url` names an object on S3 (`s3://`, `s3a://`, `s3n://`)."""
     return url.split("://", 1)[0].lower() in S3_PROTOCOLS if "://" in url else False
 
 

@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from filestore import is_s3
 from tablestore.errors import TableStoreError
 from tablestore.spark.maven import CACHE, ROOT, MavenFetchError, cached_jars, fetch_jars
 
@@ -40,7 +41,6 @@ S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 JVM_S3A_OPTION = "__jvm-s3a"
 """Set ("true") by the JVM on the scans and writes it plans when S3A is on its class path (ProviderTable.java,
 JvmBatchWrite.java: the same constant): only then do read.py and jvm_write.py hand S3 files to the JVM."""
-S3_SCHEMES = ("s3", "s3a", "s3n")
 SWITCH_CONF = "spark.tablestore.s3a"
 """false: a session on S3 gets no S3A (its JVM then reads and writes nothing on S3: Python does)."""
 SHIP_CONF = "spark.tablestore.s3a.ship"
@@ -76,10 +76,6 @@ def s3a_jars() -> list[Path]:
                           {"hadoop.version": version}, JAR_PREFIXES)
     except MavenFetchError as e:
         raise S3AUnavailableError(str(e)) from None
-
-
-def is_s3(url: str | None) -> bool:
-    return bool(url) and "://" in str(url) and str(url).split("://", 1)[0].lower() in S3_SCHEMES
 
 
 def to_s3a(url: str) -> str:
@@ -122,14 +118,24 @@ def session_settings(settings: Mapping[str, str], master: str | None) -> dict[st
     return out
 
 
+S3A_KEYS: Mapping[str, str] = {
+    "s3.endpoint": "fs.s3a.endpoint",
+    "s3.access-key": "fs.s3a.access.key",
+    "s3.secret-key": "fs.s3a.secret.key",
+    "s3.session-token": "fs.s3a.session.token",
+    "s3.region": "fs.s3a.endpoint.region",
+    "s3.path.style.access": "fs.s3a.path.style.access",
+}
+"""Each catalog option (catalog.fs_options) and the Hadoop S3A setting that says the same to Spark's JVM."""
+
+
 def hadoop_options(catalog_options: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The S3A settings (`fs.s3a.*`) saying what a table's catalog options say (`s3.endpoint`, ...: TableRef's,
     over those of the environment's TABLESTORE_CATALOG_OPTIONS, as catalog.Catalog takes them)."""
     from catalog import environment_catalog_options
-    from tablestore.spark.sessions import _S3A_KEYS
 
     given = {**environment_catalog_options(), **dict(catalog_options)}
-    return {_S3A_KEYS[k]: str(v) for k, v in given.items() if k in _S3A_KEYS}
+    return {S3A_KEYS[k]: str(v) for k, v in given.items() if k in S3A_KEYS}
 
 
 def jvm_has_s3a(spark: object) -> bool:

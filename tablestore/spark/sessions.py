@@ -119,38 +119,25 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     return spark
 
 
-_S3A_KEYS: Mapping[str, str] = {
-    "s3.endpoint": "fs.s3a.endpoint",
-    "s3.access-key": "fs.s3a.access.key",
-    "s3.secret-key": "fs.s3a.secret.key",
-    "s3.session-token": "fs.s3a.session.token",
-    "s3.region": "fs.s3a.endpoint.region",
-    "s3.path.style.access": "fs.s3a.path.style.access",
-}
-"""Each catalog option (catalog.fs_options) and the Hadoop S3A setting that says the same to Spark's JVM."""
-
-
 def catalog_environment(settings: Mapping[str, str]) -> dict[str, str]:
     """The Spark settings that hand the catalog options among `settings` (``spark.sql.catalog.managed.s3.*``, over
-    those already in TABLESTORE_CATALOG_OPTIONS) to every process of the job: the environment variable TABLESTORE_CATALOG_OPTIONS of this driver (which the JVM
-    and its Python workers inherit) and of the executors (`spark.executorEnv.`), and S3A's `spark.hadoop.fs.s3a.*`
-    (an explicit S3A setting wins)."""
+    those already in TABLESTORE_CATALOG_OPTIONS, e.g. the CLI's --option) to every process of the job: that
+    environment variable of this driver (which the JVM and its Python workers inherit) and of the executors
+    (`spark.executorEnv.`), and S3A's `spark.hadoop.fs.s3a.*` (an explicit S3A setting wins)."""
     import json
 
     from catalog import CATALOG_OPTIONS_ENV, environment_catalog_options, is_catalog_option
+    from tablestore.spark.s3a import hadoop_options
 
     prefix = f"{CATALOG_CONF}."
-    given = {**environment_catalog_options(),   # e.g. the CLI's --option
+    given = {**environment_catalog_options(),
              **{k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix) and is_catalog_option(k[len(prefix):])}}
     if not given:
         return {}
     text = json.dumps(given, sort_keys=True)
     os.environ[CATALOG_OPTIONS_ENV] = text
-    out = {f"spark.executorEnv.{CATALOG_OPTIONS_ENV}": text}
-    for key, hadoop in _S3A_KEYS.items():
-        if key in given and f"spark.hadoop.{hadoop}" not in settings:
-            out[f"spark.hadoop.{hadoop}"] = given[key]
-    return out
+    s3a = {f"spark.hadoop.{k}": v for k, v in hadoop_options(given.items()).items()}
+    return {f"spark.executorEnv.{CATALOG_OPTIONS_ENV}": text, **{k: v for k, v in s3a.items() if k not in settings}}
 
 
 def with_extension(extensions: str | None) -> str:
