@@ -18,11 +18,13 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from catalog import CATALOG_OPTIONS_ENV, CatalogError, environment_catalog_options, is_catalog_option
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
+from logstore.broker import DEFAULT_BROKER_PORT as DEFAULT_KAFKA_PORT
 from tablestore import maintenance
 from tablestore.catalog import Catalog
 from tablestore.cli_progress import progress_bar
@@ -202,15 +204,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_kafka(args: argparse.Namespace) -> int:
     from logstore import broker
 
+    data_dir = Path(args.dir) if args.dir else None
     if args.action == "start":
-        address = broker.start()
+        address = broker.start(data_dir, args.port)
         _emit(args, {"bootstrap": address}, lambda d: d["bootstrap"])
         return EXIT_OK
     if args.action == "stop":
-        stopped = broker.stop()
+        stopped = broker.stop(data_dir)
         _emit(args, {"stopped": stopped}, lambda d: "stopped" if d["stopped"] else "not running")
         return EXIT_OK
-    running = broker.status()
+    running = broker.status(data_dir)
     _emit(args, {"bootstrap": running}, lambda d: d["bootstrap"] or "down")
     return EXIT_OK if running else EXIT_LOG
 
@@ -227,6 +230,10 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
                             "unset: $TABLESTORE_CATALOG_OPTIONS (JSON), then the AWS environment")
 
 
+DEVELOPMENT_HELP = """development helpers (for the demo and the tests, not for production):
+  kafka {start,stop,status} [--port PORT] [--dir DIR]   the project's own single-node Kafka broker
+
+"""
 EXIT_CODES_HELP = """exit codes:
   0  success
   1  usage: unknown command or option, bad argument, no warehouse given
@@ -238,7 +245,7 @@ EXIT_CODES_HELP = """exit codes:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tablestore", description="Managed tables: file store + log store.",
-                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     epilog=DEVELOPMENT_HELP + EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -283,8 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest_arguments(command("ingest", cmd_ingest, "keep a table up to date from a database's change stream in "
                              "Kafka (Debezium, canal, Maxwell or upsert JSON): a Spark streaming job, exactly once"))
-    kafka = command("kafka", cmd_kafka, "manage the project's own single-node Kafka broker (127.0.0.1)", table=False)
+    kafka = command("kafka", cmd_kafka, "development helper: the project's own single-node Kafka broker "
+                    "(127.0.0.1), for the demo and the tests; not for production", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
+    kafka.add_argument("--port", type=int, metavar="PORT",
+                       help=f"the broker's port, start only (default: $TABLESTORE_KAFKA_PORT or "
+                            f"{DEFAULT_KAFKA_PORT}; the controller takes PORT + 1)")
+    kafka.add_argument("--dir", metavar="DIR",
+                       help="the broker's state, logs and data (default: $TABLESTORE_KAFKA_DIR or "
+                            ".cache/kafka-run in the repository); stop and status look there too")
     return parser
 
 

@@ -135,3 +135,33 @@ def test_jvm_that_cannot_start_gives_the_log_tail(
         broker.start(tmp_path, port=_free_port(), timeout_s=30)
     assert "heap size" in str(info.value)
     assert broker.status(tmp_path) is None
+
+
+def test_cli_kafka_takes_its_port_and_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tablestore kafka start --port P --dir D` runs a second broker there; status and stop find it by D."""
+    from tablestore import cli
+
+    run_dir, port = tmp_path / "kafka", _free_port()
+    assert cli.main(["kafka", "status", "--dir", str(run_dir)]) == cli.EXIT_LOG
+    assert capsys.readouterr().out.strip() == "down"
+    try:
+        assert cli.main(["kafka", "start", "--port", str(port), "--dir", str(run_dir)]) == cli.EXIT_OK
+        assert capsys.readouterr().out.strip() == f"127.0.0.1:{port}"
+        assert cli.main(["--output", "json", "kafka", "status", "--dir", str(run_dir)]) == cli.EXIT_OK
+        assert json.loads(capsys.readouterr().out) == {"bootstrap": f"127.0.0.1:{port}"}
+        assert (run_dir / "state.json").exists()
+    finally:
+        assert cli.main(["kafka", "stop", "--dir", str(run_dir)]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip() == "stopped"
+    assert broker.status(run_dir) is None
+
+
+def test_cli_kafka_port_taken_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tablestore import cli
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert cli.main(["kafka", "start", "--port", str(port), "--dir", str(tmp_path)]) == cli.EXIT_LOG
+    assert f"port 127.0.0.1:{port} is taken" in capsys.readouterr().err
