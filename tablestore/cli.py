@@ -24,7 +24,6 @@ from typing import Any, Callable, NoReturn, Sequence
 from catalog import CATALOG_OPTIONS_ENV, CatalogError, environment_catalog_options, is_catalog_option
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
-from logstore.broker import DEFAULT_BROKER_PORT as DEFAULT_KAFKA_PORT
 from tablestore import maintenance
 from tablestore.catalog import Catalog
 from tablestore.cli_progress import progress_bar
@@ -293,9 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     kafka = command("kafka", cmd_kafka, "development helper: the project's own single-node Kafka broker "
                     "(127.0.0.1), for the demo and the tests; not for production", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))
+    from logstore import broker
+
     kafka.add_argument("--port", type=int, metavar="PORT",
                        help=f"the broker's port, start only (default: $TABLESTORE_KAFKA_PORT or "
-                            f"{DEFAULT_KAFKA_PORT}; the controller takes PORT + 1)")
+                            f"{broker.DEFAULT_BROKER_PORT}; the controller takes PORT + 1)")
     kafka.add_argument("--dir", metavar="DIR",
                        help="the broker's state, logs and data (default: $TABLESTORE_KAFKA_DIR or "
                             ".cache/kafka-run in the repository); stop and status look there too")

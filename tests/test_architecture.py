@@ -90,3 +90,73 @@ def test_the_root_check_sees_a_submodule_import(tmp_path: Path) -> None:
     assert _cross_package_imports(bad, "tablestore") == [
         (1, "filestore.commit", ["FileStoreCommit"]), (2, "logstore.writer", []), (3, "catalog", ["X"])]
 
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside `if TYPE_CHECKING:` blocks."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            inside |= {id(n) for child in node.body for n in ast.walk(child)}
+    return inside
+
+
+def _module_graph(package: str, *, types: bool) -> dict[str, set[str]]:
+    """Module -> the modules of `package` it imports (anywhere in the file, lazy imports too; `types`: also those
+    under `if TYPE_CHECKING:`), leaving out imports of a package's root (`from filestore import X` in
+    filestore/*.py re-exports, it does not layer)."""
+    roots = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / package).rglob("__init__.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        deps: set[str] = set()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skip = set() if types else _type_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                deps.add(node.module)
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        graph[name] = {d for d in deps if d.split(".")[0] == package and d not in roots and d != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """The modules that reach themselves."""
+    found = []
+    for start in sorted(graph):
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            for d in graph.get(stack.pop(), ()):
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        if start in seen:
+            found.append(start)
+    return found
+
+
+KNOWN_TYPE_CYCLES = {
+    "filestore": ["filestore.commit", "filestore.read", "filestore.scan", "filestore.store", "filestore.write"],
+}
+"""Cycles through type annotations only: the file store's parts take the whole `FileStore` that creates them
+(issue 24 gives them a small context of values instead). Listed so that a new one fails, and a fixed one too
+(then shrink this list)."""
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_modules(package: str) -> None:
+    cycles = _cycles(_module_graph(package, types=False))
+    assert not cycles, f"modules of {package} that import themselves through others: {cycles}"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_type_annotation_cycles_are_the_known_ones(package: str) -> None:
+    assert _cycles(_module_graph(package, types=True)) == KNOWN_TYPE_CYCLES.get(package, [])
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c"]

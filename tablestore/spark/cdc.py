@@ -18,7 +18,7 @@ import logstore
 from tablestore.cdc import FORMATS, CdcSchemaError, KnownSchema, evolution, known_schema, record_schema
 from tablestore.errors import TableStoreError
 from tablestore.spark.cdc_decode import BadRecords, DecodeSpec, changes
-from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
+from tablestore.spark.source_options import DataSourceOptionError, TableRef, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

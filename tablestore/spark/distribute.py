@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 
 from filestore import bucket_of
-from tablestore.spark.datasource import table_ref
+from tablestore.spark.source_options import table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -45,7 +45,7 @@ from tablestore.cdc.schemas import Evolution
 from tablestore.errors import TableStoreError
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
-from tablestore.spark.datasource import TableRef
+from tablestore.spark.source_options import TableRef
 from tablestore.spark.ingest_progress import (IngestProgress, end_offsets, event_latencies, lag, last_progress,
                                                status)
 from tablestore.spark.stream_write import commit_user

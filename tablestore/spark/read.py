@@ -32,7 +32,7 @@ import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from filestore import Split
-from tablestore.spark.datasource import TableRef, int_option, table_ref
+from tablestore.spark.source_options import TableRef, int_option, table_ref
 from tablestore.spark.filters import translate
 from tablestore.spark.s3a import JVM_S3A_OPTION, hadoop_options, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
@@ -73,7 +73,7 @@ class ManagedReader(DataSourceReader):
         names = [f.name for f in schema]
         # a query planned before columns were added reads the columns it planned (added columns come last)
         if names != table_schema.names[:len(names)] or not names:
-            from tablestore.spark.datasource import DataSourceOptionError
+            from tablestore.spark.source_options import DataSourceOptionError
 
             raise DataSourceOptionError(
                 f"table {self.ref.identifier!r}: the read schema {names} is not the table's "

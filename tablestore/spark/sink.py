@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, Sequence
 
 from logstore import ROW_KIND_COLUMN
-from tablestore.spark.datasource import DataSourceOptionError, table_ref
+from tablestore.spark.source_options import DataSourceOptionError, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -42,7 +42,7 @@ from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
 from tablestore.log_changes import ChangeSource, commit_end, commit_start, range_changes
 from tablestore.snapshot_changes import snapshot_changes
-from tablestore.spark.datasource import DataSourceOptionError, TableRef, int_option, table_ref
+from tablestore.spark.source_options import DataSourceOptionError, TableRef, int_option, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -39,7 +39,7 @@ from filestore import BucketMismatchError, CommitMessage, FileStoreWrite, Overwr
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
-from tablestore.spark.datasource import DataSourceOptionError, TableRef, table_ref
+from tablestore.spark.source_options import DataSourceOptionError, TableRef, table_ref
 from tablestore.spark.jvm_write import (PLAN_OPTION, JvmTaskCommit, commit_messages, data_file_paths, write_plan,
                                        write_plan_file)
 from tablestore.spark.s3a import JVM_S3A_OPTION
