@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,48 @@ def test_type_annotation_cycles_are_the_known_ones(package: str) -> None:
 
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c"]
+
+
+JAVA_SOURCES = (ROOT / "tablestore" / "spark" / "java", ROOT / "tablestore" / "spark" / "java_versions")
+JVM = "tablestore.spark.jvm"
+JAVA_LAYERS = (JVM, f"{JVM}.cdc", f"{JVM}.read", f"{JVM}.write", f"{JVM}.catalog", f"{JVM}.provider", "managed")
+"""The Spark jar's packages, lowest first; a package uses only those before it. The root holds what every side
+shares (the bucket function, the key encoder, Hadoop files, the Python source bridge); `read` the raw-split reader;
+`write` the JVM writer; `catalog` the SQL catalog (its tables, scans, clustered writes, procedures); `provider` the
+`format("managed")` data source and its own catalog; `managed` the name Spark looks the source up by."""
+_JAVA_REF = re.compile(r"\b((?:tablestore\.spark\.jvm|managed)(?:\.[a-z]\w*)*)\.(?:[A-Z]\w*|\*)")
+
+
+def _java_package(text: str) -> str:
+    found = re.search(r"^package\s+([\w.]+)\s*;", text, flags=re.M)
+    assert found, "a Java source without a package"
+    return found.group(1)
+
+
+def _java_references(text: str) -> set[str]:
+    """The tablestore packages a Java source names (imports and fully qualified names), comments left out."""
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+    code = re.sub(r"^package[^\n]*", "", code, flags=re.M)
+    return {m.group(1) for m in _JAVA_REF.finditer(code)}
+
+
+def test_java_packages_depend_downwards_only() -> None:
+    violations = []
+    for root in JAVA_SOURCES:
+        for path in sorted(root.rglob("*.java")):
+            text = path.read_text()
+            package = _java_package(text)
+            assert package in JAVA_LAYERS, f"{path.relative_to(ROOT)}: package {package} is in no layer"
+            level = JAVA_LAYERS.index(package)
+            for used in sorted(_java_references(text) - {package}):
+                if used not in JAVA_LAYERS or JAVA_LAYERS.index(used) > level:
+                    violations.append(f"{path.relative_to(ROOT)} ({package}) uses {used}")
+    assert not violations, "the jar's package direction broken:\n" + "\n".join(violations)
+
+
+def test_the_java_check_sees_an_upward_reference() -> None:
+    source = ("package tablestore.spark.jvm.write;\nimport tablestore.spark.jvm.catalog.PythonService;\n"
+              "// tablestore.spark.jvm.provider.ProviderTable in a comment\n"
+              "class X { Object p = tablestore.spark.jvm.read.RawSplits.newPlanFile(); }\n")
+    assert _java_package(source) == f"{JVM}.write"
+    assert _java_references(source) == {f"{JVM}.catalog", f"{JVM}.read"}

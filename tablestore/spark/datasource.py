@@ -6,7 +6,7 @@ Spark finds it without a register call: the top-level module `pyspark_managed` (
 exposes `DefaultSource`, which PySpark's static lookup registers under `name()` in every session whose Python
 workers can import it. That module stays light (every session imports it) and builds this one's classes.
 With the tablestore Spark jar on the classpath (`tablestore.spark.session()` puts it there), `format("managed")`
-resolves to the JVM class `managed.DefaultSource` first (tablestore/spark/java/tablestore/spark/jvm/
+resolves to the JVM class `managed.DefaultSource` first (tablestore/spark/java/tablestore/spark/jvm/provider/
 ManagedProvider.java), which delegates everything to this Python source and tells it when Spark asks for the
 schema of a streaming read (`CHANGES_OPTION`): `spark.readStream.format("managed").load("db.t")` then gets
 `_row_kind` + the table's columns without a schema.

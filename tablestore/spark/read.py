@@ -14,7 +14,7 @@
    the local disk, or on S3 (below); flat column types whose Parquet reading gives the table's Spark types) and
    writes them to that file as JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per
    split, in key order]}`. The JVM
-   reads those splits itself (ManagedProvider.java, `RawSplitReader`) and the other `n` through this reader.
+   reads those splits itself (jvm/read/RawSplits.java, `RawSplitReader`) and the other `n` through this reader.
    A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from filestore import FileStore
 
 RAW_PLAN_OPTION = "__raw-plan"
-"""Set by the JVM provider (ManagedProvider.java, the same constant): where `partitions` writes the splits the JVM
+"""Set by the JVM (jvm/read/RawSplits.java, the same constant): where `partitions` writes the splits the JVM
 reads with Spark's Parquet reader."""
 
 

@@ -69,5 +69,5 @@ def int_option(options: Mapping[str, str], key: str, table: str) -> int | None:
 
 
 CHANGES_OPTION = "__read-changes"
-"""Set by the JVM provider (tablestore/spark/java/tablestore/spark/jvm/ManagedProvider.java, the same constant) when
+"""Set by the JVM provider (tablestore/spark/java/.../jvm/provider/ManagedProvider.java, the same constant) when
 Spark asks for the schema of a streaming read: `schema()` then answers `_row_kind` + the table's columns."""

@@ -45,7 +45,7 @@ import tablestore.spark.jvm.write.JvmBatchWrite;
  *
  * <p>Spark resolves the bucket function through the catalog of the written relation, which must be a
  * {@code FunctionCatalog} answering {@link #loadFunction}: the SQL catalog ({@link ManagedCatalog}) and the
- * {@code managed} data source's own catalog ({@code tablestore.spark.jvm.ProviderCatalog}).
+ * {@code managed} data source's own catalog ({@code tablestore.spark.jvm.provider.ProviderCatalog}).
  */
 public final class BucketClustering {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BucketClustering.class);

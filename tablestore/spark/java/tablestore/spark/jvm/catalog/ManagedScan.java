@@ -34,7 +34,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import tablestore.spark.jvm.ProviderTable;
+import tablestore.spark.jvm.read.RawSplits;
 import tablestore.spark.jvm.PythonSourceBridge;
 
 /**
@@ -79,7 +79,7 @@ final class ManagedScan {
         private final Transform[] partitioning;
         private final CaseInsensitiveStringMap options;
         private final ScanBuilder python;
-        private final ProviderTable.RawPlan rawPlan = ProviderTable.RawPlan.create();
+        private final RawSplits.RawPlan rawPlan = RawSplits.RawPlan.create();
         private boolean rowKind = false;
         private Filter[] pushed = new Filter[0];
 
@@ -89,7 +89,7 @@ final class ManagedScan {
             this.options = options;
             // batch splits that need no merge are handed to Spark's vectorized Parquet reader (ProviderTable)
             Map<String, String> withPlan = new HashMap<>(options.asCaseSensitiveMap());
-            withPlan.put(ProviderTable.RAW_PLAN_OPTION, rawPlan.file());
+            withPlan.put(RawSplits.RAW_PLAN_OPTION, rawPlan.file());
             tablestore.spark.jvm.HadoopFiles.markS3a(withPlan);
             this.python = PythonSourceBridge.scanBuilder(schema, partitioning, new CaseInsensitiveStringMap(withPlan));
         }
@@ -146,7 +146,7 @@ final class ManagedScan {
 
         @Override
         public Batch toBatch() {
-            Batch batch = ProviderTable.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan);
+            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan);
             if (!builder.rowKind) {
                 return batch;
             }

@@ -56,7 +56,7 @@ public final class JvmBatchWrite extends DelegatingBatchWrite {
                 return null;
             }
         }
-        return tablestore.spark.jvm.ProviderTable.newPlanFile();
+        return tablestore.spark.jvm.read.RawSplits.newPlanFile();
     }
 
     @Override

@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.provider;
 
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -21,6 +21,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.catalog.BucketClustering;
+import tablestore.spark.jvm.PythonSourceBridge;
 
 /**
  * The catalog of the {@code managed} data source's batch reads and writes ({@link ManagedProvider} is a

@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.read;
 
 import java.io.File;
 import java.io.IOException;
@@ -13,7 +13,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -42,50 +41,22 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-import tablestore.spark.jvm.catalog.BucketClustering;
+import tablestore.spark.jvm.HadoopFiles;
 
 /**
- * The Python source's table with one addition to its batch scans: splits that need no merge are read by Spark's
- * own vectorized Parquet reader instead of through a Python worker (Paimon's raw-convertible splits).
- *
- * <p>Protocol (tablestore/spark/read.py, step 4): the scan options carry {@value #RAW_PLAN_OPTION} = a file path
- * of this JVM's; the Python reader's {@code partitions()} (run by the Python batch's planning) writes there which
- * splits it left out, as JSON {@code {"python_partitions": n, "columns": [...], "raw": [[file, ...], ...]}}; the
- * batch returns the Python partitions (none when n is 0: Python returns a placeholder for an empty plan) followed
- * by one {@link RawSplit} per raw split. Python's plan is cached per table object (as Spark's Python batch caches
- * its partitions), so is this. Without the file (another Python) every split goes through Python, as before.
- * Reads are columnar when every split is raw, else rows (Spark cannot mix the two in one scan).
+ * The raw-split reading of the {@code managed} scans (Paimon's raw-convertible splits), for both front doors (the
+ * data source's {@code ProviderTable} and the catalog's {@code ManagedScan}): the Python reader's plan file
+ * ({@link #RAW_PLAN_OPTION}, tablestore/spark/read.py step 4) names the splits that need no merge, which Spark's own
+ * vectorized Parquet reader then reads instead of a Python worker.
  */
-public final class ProviderTable implements SupportsRead, SupportsWrite {
+public final class RawSplits {
+    private RawSplits() {
+    }
+
     /** The option naming the raw-plan file: tablestore/spark/read.py's RAW_PLAN_OPTION. */
     public static final String RAW_PLAN_OPTION = "__raw-plan";
 
     private static File planDir;
-
-    private final Table python;
-    private final RawPlan plan;
-    private final boolean clustered;
-
-    /**
-     * {@code clustered}: a batch read's or write's table, loaded through the provider's catalog
-     * ({@link ProviderCatalog}): its writes take the rows as they are (as the provider's table of the written
-     * DataFrame's schema did) and cluster them by the table's bucket ({@link BucketClustering#forDataSource}).
-     */
-    ProviderTable(Table python, String planFile, boolean clustered) {
-        this.python = python;
-        this.plan = new RawPlan(planFile);
-        this.clustered = clustered;
-    }
-
-    /**
-     * {@code python} (a {@code PythonTable} of a fresh {@code PythonDataSourceV2}, named {@code managed}) with its
-     * batch scans reading raw splits in the JVM. For other JVM callers of the Python source (a catalog's table):
-     * the Python source must be created by the scan (its options then carry the plan file), as a fresh
-     * {@code PythonDataSourceV2} per scan does.
-     */
-    public static ProviderTable of(Table python) {
-        return new ProviderTable(python, newPlanFile(), false);
-    }
 
     /** A new file path for a raw plan or a JVM write plan (the file is not created). */
     public static synchronized String newPlanFile() {
@@ -98,51 +69,6 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
             throw new UncheckedIOException(e);
         }
         return new File(planDir, java.util.UUID.randomUUID() + ".json").getAbsolutePath();
-    }
-
-    @Override
-    public String name() {
-        return python.name();
-    }
-
-    @Override
-    @SuppressWarnings("deprecation")
-    public StructType schema() {
-        return python.schema();
-    }
-
-    @Override
-    public Transform[] partitioning() {
-        return python.partitioning();
-    }
-
-    @Override
-    public Map<String, String> properties() {
-        return python.properties();
-    }
-
-    @Override
-    public Set<TableCapability> capabilities() {
-        if (!clustered) {
-            return python.capabilities();
-        }
-        Set<TableCapability> out = EnumSet.copyOf(python.capabilities());
-        out.add(TableCapability.ACCEPT_ANY_SCHEMA);   // `_row_kind`, a key Python casts: Python checks the rows
-        return out;
-    }
-
-    @Override
-    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        SupportsWrite writes = (SupportsWrite) python;
-        return clustered ? BucketClustering.forDataSource(writes::newWriteBuilder, info) : writes.newWriteBuilder(info);
-    }
-
-    @Override
-    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        Map<String, String> with = new HashMap<>(options.asCaseSensitiveMap());
-        with.put(RAW_PLAN_OPTION, plan.file);
-        HadoopFiles.markS3a(with);
-        return new Builder(((SupportsRead) python).newScanBuilder(new CaseInsensitiveStringMap(with)));
     }
 
     /**
@@ -185,87 +111,16 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
      * handed over read by Spark's vectorized Parquet reader (for JVM callers with scans of their own: the catalog).
      */
     public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan) {
-        return new ProviderBatch(python, schema, plan);
+        return new RawSplitBatch(python, schema, plan);
     }
 
-    private final class Builder implements SupportsPushDownFilters {
-        private final ScanBuilder python;
-
-        Builder(ScanBuilder python) {
-            this.python = python;
-        }
-
-        @Override
-        public Filter[] pushFilters(Filter[] filters) {
-            return ((SupportsPushDownFilters) python).pushFilters(filters);
-        }
-
-        @Override
-        public Filter[] pushedFilters() {
-            return ((SupportsPushDownFilters) python).pushedFilters();
-        }
-
-        @Override
-        public Scan build() {
-            return new ProviderScan(python.build());
-        }
-    }
-
-    private final class ProviderScan implements Scan {
-        private final Scan python;
-
-        ProviderScan(Scan python) {
-            this.python = python;
-        }
-
-        @Override
-        public StructType readSchema() {
-            return python.readSchema();
-        }
-
-        @Override
-        public String description() {
-            return python.description();
-        }
-
-        @Override
-        public Batch toBatch() {
-            return new ProviderBatch(python.toBatch(), python.readSchema(), plan);
-        }
-
-        @Override
-        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            return python.toMicroBatchStream(checkpointLocation);
-        }
-
-        @Override
-        public ContinuousStream toContinuousStream(String checkpointLocation) {
-            return python.toContinuousStream(checkpointLocation);
-        }
-
-        @Override
-        public CustomMetric[] supportedCustomMetrics() {
-            return python.supportedCustomMetrics();
-        }
-
-        @Override
-        public CustomTaskMetric[] reportDriverMetrics() {
-            return python.reportDriverMetrics();
-        }
-
-        @Override
-        public ColumnarSupportMode columnarSupportMode() {
-            return ColumnarSupportMode.PARTITION_DEFINED;
-        }
-    }
-
-    private static final class ProviderBatch implements Batch {
+    private static final class RawSplitBatch implements Batch {
         private final Batch python;
         private final StructType schema;
         private final RawPlan plan;
         private boolean columnar;
 
-        ProviderBatch(Batch python, StructType schema, RawPlan plan) {
+        RawSplitBatch(Batch python, StructType schema, RawPlan plan) {
             this.python = python;
             this.schema = schema;
             this.plan = plan;

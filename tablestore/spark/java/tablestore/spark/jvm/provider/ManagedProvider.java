@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.provider;
 
 import java.util.Arrays;
 import java.util.HashMap;
@@ -19,6 +19,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import scala.Option;
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
+import tablestore.spark.jvm.HadoopFiles;
+import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.read.RawSplits;
 
 /**
  * The JVM face of the {@code managed} data source: everything is delegated to the Python data source
@@ -65,7 +68,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
 
     private PythonSourceBridge.Source python;
     /** Where this provider's table has the Python reader write its raw-split plan (see {@link ProviderTable}). */
-    private final String planFile = ProviderTable.newPlanFile();
+    private final String planFile = RawSplits.newPlanFile();
 
     private PythonSourceBridge.Source python() {
         if (python == null) {
@@ -91,7 +94,7 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
     /** The options with the raw-plan file: the Python source created here (and cached) serves the later scans. */
     private CaseInsensitiveStringMap withPlan(Map<String, String> options) {
         Map<String, String> out = new HashMap<>(options);
-        out.put(ProviderTable.RAW_PLAN_OPTION, planFile);
+        out.put(RawSplits.RAW_PLAN_OPTION, planFile);
         HadoopFiles.markS3a(out);
         return new CaseInsensitiveStringMap(out);
     }
