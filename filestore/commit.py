@@ -101,9 +101,13 @@ class FileStoreCommit:
         log_offsets: Mapping[int, int] | None = None,
         overwrite: Overwrite = None,
         base: LiveFiles | None = None,
+        log_pending: bool = False,
+        log_published: int | None = None,
     ) -> CommitResult:
         """Like `commit`, with the live files after it. `base`: the live files of the snapshot the messages were
-        written on; used as is while that snapshot is still the latest (no manifest is read then)."""
+        written on; used as is while that snapshot is still the latest (no manifest is read then).
+        `log_pending`: this snapshot's changes reach the log later (added to `Snapshot.log_pending`);
+        `log_published`: this (log-only) snapshot records the log of that pending snapshot (taken out of it)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
         budget = RetryBudget(self.store.options)
@@ -118,11 +122,12 @@ class FileStoreCommit:
                 base = self.store.live_files(None if latest_id is None else self.store.snapshots.get(latest_id))
             latest, live = base.snapshot, dict(base.entries)
             delta = self._build(messages, live, overwrite)
-            if not delta.entries and not log_offsets and overwrite is None:
+            if not delta.entries and not log_offsets and overwrite is None and log_published is None:
                 return CommitResult(None if latest is None else latest.id, base)
             self._validate(delta, live, kind)
             written: list[str] = []
-            snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written)
+            snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written,
+                                                         log_pending, log_published)
             if self.store.snapshots.try_publish(snapshot):
                 self._may_have_committed = True
                 log.info("table %s: committed snapshot %s (%s)", self.store.table_name, snapshot.id, kind.value)
@@ -200,6 +205,8 @@ class FileStoreCommit:
         kind: CommitKind,
         log_offsets: Mapping[int, int],
         written: list[str],
+        log_pending: bool = False,
+        log_published: int | None = None,
     ) -> tuple[Snapshot, tuple[ManifestFileMeta, ...]]:
         """5. The new manifests and the snapshot naming them; also every manifest the snapshot references."""
         mio = self.store.manifests
@@ -219,8 +226,10 @@ class FileStoreCommit:
         total = 0 if latest is None else latest.total_record_count
         offsets = dict(latest.log_offsets) if latest is not None else {}
         offsets.update(log_offsets)
+        new_id = 1 if latest is None else latest.id + 1
+        pending = tuple(p for p in (latest.log_pending if latest is not None else ()) if p != log_published)
         snapshot = Snapshot(
-            id=1 if latest is None else latest.id + 1,
+            id=new_id,
             schema_id=schema_id,
             base_manifest_list=base_list,
             delta_manifest_list=delta_list,
@@ -231,5 +240,6 @@ class FileStoreCommit:
             total_record_count=total + delta.added_rows - delta.deleted_rows,
             delta_record_count=delta.added_rows - delta.deleted_rows,
             log_offsets=offsets,
+            log_pending=pending + ((new_id,) if log_pending else ()),
         )
         return snapshot, (*manifests, delta_meta)

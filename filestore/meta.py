@@ -120,6 +120,10 @@ class Snapshot:
     delta_record_count: int
     log_offsets: dict[int, int] = field(default_factory=dict)
     version: int = 1
+    log_pending: tuple[int, ...] = ()
+    """Snapshots (this one or earlier) whose changes are not in the log yet: their log is produced after the
+    snapshot by the executors (tablestore.log_publish) and recorded by a log-only snapshot, which takes the id out
+    of this list. A reader that hands over from a scan to the log starts before the first of them."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -136,6 +140,7 @@ class Snapshot:
                 "totalRecordCount": self.total_record_count,
                 "deltaRecordCount": self.delta_record_count,
                 "logOffsets": {str(k): v for k, v in sorted(self.log_offsets.items())},
+                **({"logPending": list(self.log_pending)} if self.log_pending else {}),
             },
             indent=2,
         )
@@ -157,6 +162,7 @@ class Snapshot:
                 delta_record_count=int(d["deltaRecordCount"]),
                 log_offsets={int(k): int(v) for k, v in d.get("logOffsets", {}).items()},
                 version=int(d.get("version", 1)),
+                log_pending=tuple(int(i) for i in d.get("logPending", ())),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise CorruptFileError(path, f"not a snapshot: {e}") from e

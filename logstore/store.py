@@ -4,12 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from logstore.formats.avro import AvroSchemaRegistry
 from logstore.formats.base import FormatBase, KeyFormat
 from logstore.formats.factory import get_format
 from logstore.formats.jsonkey import get_key_format
-from logstore.kafka import KafkaAdmin, TopicError
+from logstore.errors import LogStoreError
+from logstore.kafka import KafkaAdmin, TopicError, consumer_config
 from logstore.options import LogStoreOptions
 from logstore.reader import LogReader
 from logstore.writer import LogWriter
@@ -56,6 +58,20 @@ class LogStore:
 
     def new_writer(self, transactional_id: str | None = None) -> LogWriter:
         return LogWriter(self.options, self.value_format(), self.key_format(), transactional_id)
+
+    def marker(self, group: str, partition: int) -> tuple[int, str] | None:
+        """The (offset, metadata) consumer group `group` last committed for `partition` (LogWriter.mark), or
+        None."""
+        consumer = Consumer({**consumer_config(self.options.properties, True), "group.id": group})
+        try:
+            found = consumer.committed([TopicPartition(self.topic, partition)], timeout=self.options.request_timeout_s)
+        except KafkaException as e:
+            raise LogStoreError(f"topic {self.topic!r}: reading group {group!r}'s marker failed: {e}") from None
+        finally:
+            consumer.close()
+        if not found or found[0].offset < 0:
+            return None
+        return found[0].offset, found[0].metadata or ""
 
     def new_reader(self) -> LogReader:
         return LogReader(self.options, self.value_format())

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from logstore.changes import ROW_KIND_COLUMN, RowKind
 from logstore.errors import LogStoreError
 from logstore.formats.base import FormatBase, KeyFormat
-from logstore.kafka import LogStoreUnavailableError, producer_config
+from logstore.kafka import LogStoreUnavailableError, consumer_config, producer_config
 from logstore.options import LogStoreOptions
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,23 @@ class LogWriter:
             self._state = WriterState.PREPARED
         offsets, self._offsets = dict(self._offsets), {}
         return offsets
+
+    def mark(self, group: str, partition: int, offset: int, metadata: str) -> None:
+        """Put `(offset, metadata)` as consumer group `group`'s committed offset of `partition` into the open
+        transaction (Kafka's transactional offset commit): it becomes visible exactly when the records do, and
+        `LogStore.marker` reads it back, so a retry can tell whether this transaction committed."""
+        if not self.transactional or self._state not in (WriterState.OPEN, WriterState.PREPARED):
+            raise LogStoreError(f"topic {self.options.topic!r}: a marker needs an open transaction")
+        consumer = Consumer({**consumer_config(self.options.properties, True), "group.id": group})
+        try:
+            self._client().send_offsets_to_transaction(
+                [TopicPartition(self.options.topic, partition, offset, metadata=metadata)],
+                consumer.consumer_group_metadata(), self.options.request_timeout_s)
+        except KafkaException as e:
+            raise LogStoreError(f"topic {self.options.topic!r}: recording the transaction's marker in group "
+                                f"{group!r} failed: {e}") from None
+        finally:
+            consumer.close()
 
     def commit(self) -> None:
         if self._state is WriterState.OPEN:

@@ -21,6 +21,7 @@ from filestore import FileStore, Snapshot
 from logstore import ROW_KIND_COLUMN, LogReader, LogStore, insert_kinds
 from tablestore.errors import TableStoreError
 from tablestore.log_changes import ChangeSource, commit_start, range_changes
+from tablestore.log_publish import handover_snapshot
 
 log = logging.getLogger(__name__)
 SCANS = ("full", "latest", "from-timestamp")
@@ -52,7 +53,7 @@ def read_changes(
     reader = log_store.new_reader()
     snapshot = None
     if scan == "full":
-        snapshot = store.snapshots.latest()
+        snapshot = handover_snapshot(store)   # before any snapshot whose log is still being produced
         start = reader.start_at_offsets(snapshot.log_offsets if snapshot else {})
     elif scan == "latest":
         start = reader.start_at_end()

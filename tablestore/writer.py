@@ -139,23 +139,27 @@ class TableWriter:
         return self._publish(messages, ident, overwrite, log_writer)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
-                        overwrite: Overwrite = None, log: bool = True) -> int | None:
+                        overwrite: Overwrite = None, log: bool = True, defer_log: bool = False) -> int | None:
         """Commit data files written elsewhere (Spark executor tasks) as this session's commit `identifier`, by the
         protocol of `commit()`: the tasks did step 1; step 2 produces the changes of the files (read back, see
-        tablestore.prepared) to the log, unless `log` is False or this is an overwrite. Idempotent: when this
-        (commit user, identifier) is already in, these files are deleted and the log is repaired if that commit's
-        log transaction was lost (`recover_log`); its snapshot id is returned."""
+        tablestore.prepared) to the log, unless `log` is False or this is an overwrite. `defer_log`: instead of
+        step 2, the snapshot is published with its log pending, for the caller to have the buckets produced
+        elsewhere (tablestore.log_publish: `pending_plans` lists it). Idempotent: when this (commit user,
+        identifier) is already in, these files are deleted and the log is repaired if that commit's log
+        transaction was lost (`recover_log`; a pending log stays for the caller); its snapshot id is returned."""
         if self._file_writer is not None:
             raise TableStoreError(f"table {self.target.name!r}: commit the pending write first")
         self._last_identifier = max(self._last_identifier, identifier)
         done = None if self._new_user else self._committer.find_committed(identifier)
         if done is not None:  # a replay of a committed batch
             filestore.delete_added_files(self._store, messages)
-            if log:
+            latest = self._store.snapshots.latest()
+            if log and (latest is None or done not in latest.log_pending):
                 self.recover_log(done)
             return done
+        deferred = defer_log and log and overwrite is None and self.target.log is not None
         log_writer = None
-        if log and overwrite is None and self.target.log is not None:
+        if log and overwrite is None and self.target.log is not None and not deferred:
             log_writer = self._producer()
             try:
                 for changes, buckets in changes_of(self._store, messages):
@@ -165,7 +169,7 @@ class TableWriter:
                 self._clean_up(list(messages), identifier, CommitKind.APPEND)
                 raise
         self._latest_live()
-        return self._publish(list(messages), identifier, overwrite, log_writer)
+        return self._publish(list(messages), identifier, overwrite, log_writer, log_pending=deferred)
 
     def _producer(self) -> logstore.LogWriter:
         assert self.target.log is not None
@@ -218,8 +222,9 @@ class TableWriter:
         return True
 
     def _publish(self, messages: list[CommitMessage], ident: int, overwrite: Overwrite,
-                 log_writer: logstore.LogWriter | None) -> int | None:
-        """Steps 2-5 of the protocol (see the module docstring)."""
+                 log_writer: logstore.LogWriter | None, *, log_pending: bool = False) -> int | None:
+        """Steps 2-5 of the protocol (see the module docstring); `log_pending`: the snapshot's log comes later
+        (tablestore.log_publish)."""
         try:
             offsets = log_writer.prepare() if log_writer is not None else {}  # 2.
             if not messages and not offsets and overwrite is None:
@@ -228,7 +233,8 @@ class TableWriter:
                 return None
             fault_point("before-snapshot")
             result = self._committer.publish(messages, identifier=ident, log_offsets=offsets,  # 3.
-                                             overwrite=overwrite, base=self._live)
+                                             overwrite=overwrite, base=self._live,
+                                             log_pending=log_pending and any(m.added for m in messages))
         except BaseException:
             if log_writer is not None:
                 log_writer.abort()

@@ -41,6 +41,7 @@ import catalog
 from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
 from tablestore.log_changes import ChangeSource, commit_end, commit_start, range_changes
+from tablestore.log_publish import handover_snapshot
 from tablestore.snapshot_changes import snapshot_changes
 from tablestore.spark.source_options import DataSourceOptionError, TableRef, int_option, table_ref
 
@@ -111,9 +112,10 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         reader = handle.log.new_reader()
         partitions = handle.log.options.partitions
         if self.scan == "full":
-            stored = latest.log_offsets if latest else {}
+            handover = handover_snapshot(handle.store)   # before any snapshot whose log is still being produced
+            stored = handover.log_offsets if handover else {}
             log = {p: stored.get(p, 0) for p in range(partitions)}
-            return {"base": latest.id if latest else None, "log": _json(log)}
+            return {"base": handover.id if handover else None, "log": _json(log)}
         if self.scan == "latest":
             return {"base": None, "log": _json(reader.start_at_end())}
         assert self.timestamp_ms is not None

@@ -1,0 +1,140 @@
+"""A commit's log produced after its snapshot, bucket by bucket, wherever the caller runs each bucket (Spark: one
+executor task per bucket, tablestore/spark/log_publish.py), so that no one process produces a table's whole log.
+The protocol (docs/design.md, "The log produced by the executors"):
+
+1. The write's tasks write data files. The driver publishes snapshot N as pending (`TableWriter.commit_prepared`
+   with `defer_log`): N is listed in `Snapshot.log_pending` of every snapshot from N on, until step 3. Readers that
+   hand over from a scan to the log (`full`) start before the first pending snapshot, so they read N's changes
+   from the log, never twice.
+2. Per bucket b with changes in N, one task runs `publish_bucket`: a producer with the transactional id of
+   (table, N's commit user, b) starts, fencing any earlier attempt of that bucket (its open transaction is
+   aborted); the marker of (topic, commit user) for partition b says whether an earlier attempt of this commit
+   already committed: then its end offset is the answer. Otherwise the changes of N's files in bucket b (read
+   back, `changes_of`) go into one transaction with the marker (Kafka's transactional offset commit: offset after
+   the records, metadata = the commit identifier), which commits. The task returns the offset after the records.
+3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
+   files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the next
+   commit of any session on the table publishes the pending snapshots first (`pending_plans`), bucket by bucket as
+   in 2, where the markers make each bucket's records land once.
+Eventual consistency takes the same steps with an idempotent producer and no marker: a retried task produces its
+bucket again (at least once, as eventual promises).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+import filestore
+import logstore
+from filestore import CommitKind, FileStore
+from tablestore.prepared import changes_of
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """What the tasks of one pending snapshot need: the snapshot, its commit (user, identifier), the buckets with
+    changes (one task each: bucket = Kafka partition, whatever the table partition)."""
+
+    snapshot_id: int
+    commit_user: str
+    identifier: int
+    buckets: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"snapshot_id": self.snapshot_id, "commit_user": self.commit_user, "identifier": self.identifier,
+                "buckets": list(self.buckets)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, object]) -> "PublishPlan":
+        buckets = d["buckets"]
+        assert isinstance(buckets, list)
+        return PublishPlan(int(str(d["snapshot_id"])), str(d["commit_user"]), int(str(d["identifier"])),
+                           tuple(int(b) for b in buckets))
+
+
+def pending_plans(store: FileStore) -> list[PublishPlan]:
+    """The plans of every snapshot whose log is pending, oldest first."""
+    latest = store.snapshots.latest()
+    if latest is None:
+        return []
+    plans = []
+    for sid in latest.log_pending:
+        snapshot = store.snapshots.get(sid)
+        buckets = sorted({m.bucket for m in filestore.added_by(store, snapshot) if m.added})
+        plans.append(PublishPlan(sid, snapshot.commit_user, snapshot.commit_identifier, tuple(buckets)))
+    return plans
+
+
+def transactional_id(table: str, commit_user: str, bucket: int) -> str:
+    return f"tablestore-{table}-{commit_user}-b{bucket}"
+
+
+def marker_group(topic: str, commit_user: str) -> str:
+    """The consumer group whose committed offsets are the markers of one commit user's log transactions."""
+    return f"tablestore-log-{topic}-{commit_user}"
+
+
+def publish_bucket(table: str, store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket: int) -> int | None:
+    """Step 2 for one bucket: the offset after its records of the plan's snapshot in partition `bucket` (None: the
+    snapshot has no records there, or a later commit of the same user was published there since)."""
+    transactional = log.options.consistency == "transactional"
+    writer = log.new_writer(transactional_id(table, plan.commit_user, bucket) if transactional else None)
+    group = marker_group(log.topic, plan.commit_user)
+    try:
+        if transactional:
+            writer.start()   # init_transactions: an earlier attempt of this bucket is fenced, its transaction aborted
+            found = log.marker(group, bucket)
+            if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
+                return found[0] if int(found[1]) == plan.identifier else None
+        snapshot = store.snapshots.get(plan.snapshot_id)
+        messages = [m for m in filestore.added_by(store, snapshot) if m.bucket == bucket]
+        for changes, buckets in changes_of(store, messages):
+            writer.write(changes, buckets)
+        end = writer.prepare().get(bucket)
+        if end is None:
+            writer.abort()
+            return None
+        if transactional:
+            writer.mark(group, bucket, end, str(plan.identifier))
+        writer.commit()
+        return end
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        writer.close()
+
+
+def record_published(store: FileStore, plan: PublishPlan, offsets: Mapping[int, int]) -> int | None:
+    """Step 3: the log-only snapshot of `plan` with the buckets' end offsets; its id (None when the plan's snapshot
+    is no longer pending: recorded by an earlier attempt)."""
+    latest = store.snapshots.latest()
+    if latest is None or plan.snapshot_id not in latest.log_pending:
+        return None
+    committer = store.new_commit(plan.commit_user)
+    return committer.publish([], identifier=plan.identifier, kind=CommitKind.COMPACT, log_offsets=dict(offsets),
+                             log_published=plan.snapshot_id).snapshot_id
+
+
+def plans_json(plans: list[PublishPlan]) -> str:
+    return json.dumps([p.to_dict() for p in plans])
+
+
+def plans_from_json(text: str) -> list[PublishPlan]:
+    return [PublishPlan.from_dict(d) for d in json.loads(text)]
+
+
+def handover_snapshot(store: FileStore) -> filestore.Snapshot | None:
+    """The snapshot a `full` read scans before it reads the log from that snapshot's offsets: the latest, or when
+    logs are pending (step 1) the one before the first pending snapshot, whose changes then come from the log once
+    they are published (None: the empty table before snapshot 1)."""
+    latest = store.snapshots.latest()
+    if latest is None or not latest.log_pending:
+        return latest
+    before = min(latest.log_pending) - 1
+    if before < 1:
+        return None
+    if not store.snapshots.exists(before):   # expired: the scan cannot start before the pending commit
+        return latest
+    return store.snapshots.get(before)
