@@ -6,7 +6,11 @@ commits run in Python workers the JVM starts).
 `<marker file>.count`, so fresh workers count on), the process stops there. With a marker file it creates that
 file and waits forever (the test then kills the whole process group with SIGKILL: a crash of the driver at that
 point); without one it kills itself with SIGKILL. Points: `before-snapshot`, `before-log-commit`,
-`after-log-commit` (tablestore.writer), `stream-read` (a streaming read's task, tablestore.spark.stream_read). Reading one environment variable costs nanoseconds.
+`after-log-commit` (tablestore.writer), `stream-read` (a streaming read's task, tablestore.spark.stream_read),
+`log-plans-written` (a Spark commit whose log the executors produce next, tablestore.spark.write),
+`log-bucket-producing` and `log-bucket-published` (an executor's log task before and after its transaction
+commits, tablestore.log_publish). The marker file holds the point's name and the pid of the process that stopped.
+Reading one environment variable costs nanoseconds.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def fault_point(name: str) -> None:
         if reached != int(nth or 1):
             return
         with open(marker, "w") as f:
-            f.write(name)
+            f.write(f"{name} {os.getpid()}")
         while True:
             time.sleep(60)
     os.kill(os.getpid(), signal.SIGKILL)

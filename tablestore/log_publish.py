@@ -13,21 +13,24 @@ The protocol (docs/design.md, "The log produced by the executors"):
    back, `changes_of`) go into one transaction with the marker (Kafka's transactional offset commit: offset after
    the records, metadata = the commit identifier), which commits. The task returns the offset after the records.
 3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
-   files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the next
-   commit of any session on the table publishes the pending snapshots first (`pending_plans`), bucket by bucket as
-   in 2, where the markers make each bucket's records land once.
+   files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the replay
+   of that commit publishes it, and so does the next commit of any session on the table once N has been pending
+   for `ORPHAN_AFTER_MS` (`pending_plans`), bucket by bucket as in 2, where the markers make each bucket's
+   records land once.
 Eventual consistency takes the same steps with an idempotent producer and no marker: a retried task produces its
 bucket again (at least once, as eventual promises).
 """
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Mapping
 
 import filestore
 import logstore
 from filestore import CommitKind, FileStore
+from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
 
 
@@ -53,14 +56,24 @@ class PublishPlan:
                            tuple(int(b) for b in buckets))
 
 
-def pending_plans(store: FileStore) -> list[PublishPlan]:
-    """The plans of every snapshot whose log is pending, oldest first."""
+ORPHAN_AFTER_MS = 60_000
+"""A pending log of another commit user is published by a session only when it has been pending this long: its
+own writer is gone (a crash it did not come back from), not publishing it right now (which would race)."""
+
+
+def pending_plans(store: FileStore, commit_user: str | None = None) -> list[PublishPlan]:
+    """The plans of the snapshots whose log is pending, oldest first: all of them (`commit_user` None), or those
+    of `commit_user` and those of other users pending for `ORPHAN_AFTER_MS`."""
     latest = store.snapshots.latest()
     if latest is None:
         return []
     plans = []
+    now_ms = time.time() * 1000
     for sid in latest.log_pending:
         snapshot = store.snapshots.get(sid)
+        if commit_user is not None and snapshot.commit_user != commit_user and (
+                now_ms - snapshot.time_millis < ORPHAN_AFTER_MS):
+            continue
         buckets = sorted({m.bucket for m in filestore.added_by(store, snapshot) if m.added})
         plans.append(PublishPlan(sid, snapshot.commit_user, snapshot.commit_identifier, tuple(buckets)))
     return plans
@@ -97,7 +110,9 @@ def publish_bucket(table: str, store: FileStore, log: logstore.LogStore, plan: P
             return None
         if transactional:
             writer.mark(group, bucket, end, str(plan.identifier))
+        fault_point("log-bucket-producing")
         writer.commit()
+        fault_point("log-bucket-published")
         return end
     except BaseException:
         writer.abort()

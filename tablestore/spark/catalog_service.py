@@ -68,6 +68,13 @@ def drop_namespace(args: Mapping[str, Any]) -> bool:
     return True
 
 
+def record_log_published(args: Mapping[str, Any]) -> list[int]:
+    """The log-only snapshots after the executors produced a commit's log (tablestore/spark/log_publish.py)."""
+    from tablestore.spark.log_publish import record
+
+    return record(args)
+
+
 def list_tables(args: Mapping[str, Any]) -> list[str]:
     return table_catalog(args).list_tables(_namespace(args))
 
@@ -81,6 +88,7 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "list_tables": list_tables,
     "create_table": create_table,
     "load_table": load_table,
+    "record_log_published": record_log_published,
     "drop_table": drop_table,
     "alter_table": alter_table,
     "ping": lambda args: "pong",

@@ -40,6 +40,10 @@ def schema_of(options: Mapping[str, str]) -> "StructType":
     """The table's schema; the changelog schema of its changes when the JVM provider says the read is a stream."""
     from tablestore.spark.types import spark_schema
 
+    from tablestore.spark import log_publish
+
+    if log_publish.READ_OPTION in dict(options):   # the JVM's job producing a commit's log (spark/log_publish.py)
+        return log_publish.publish_schema()
     ref = table_ref(options)
     if str(dict(options).get(CHANGES_OPTION, "")).lower() == "true":
         from tablestore.spark.stream_read import changes_schema
@@ -49,7 +53,11 @@ def schema_of(options: Mapping[str, str]) -> "StructType":
 
 
 def reader(options: Mapping[str, str], schema: "StructType") -> Any:
+    from tablestore.spark import log_publish
     from tablestore.spark.read import ManagedReader
+
+    if log_publish.READ_OPTION in dict(options):
+        return log_publish.LogPublishReader(options)
 
     return ManagedReader(dict(options), schema)
 

@@ -94,7 +94,7 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
         key: SessionKey = (self.table_state, query_id, transactional_id)
         session = _SESSIONS.pop(key, None) or self.session(commit_user(query_id), transactional_id)
         try:
-            session.commit_prepared(everything, batchId + 1, log=self.change_tracking)
+            self.commit_session(session, everything, batchId + 1)
         except BaseException:
             session.close()   # its producer may hold an open or doomed transaction: the next batch starts afresh
             raise

@@ -42,6 +42,10 @@ from tablestore.errors import TableStoreError
 from tablestore.spark.source_options import DataSourceOptionError, TableRef, table_ref
 from tablestore.spark.jvm_write import (PLAN_OPTION, JvmTaskCommit, commit_messages, data_file_paths, write_plan,
                                        write_plan_file)
+from tablestore.faults import fault_point
+from tablestore.log_publish import pending_plans
+from tablestore.spark.log_publish import PLAN_OPTION as LOG_PLAN_OPTION
+from tablestore.spark.log_publish import write_plans
 from tablestore.spark.s3a import JVM_S3A_OPTION
 from tablestore.writer import TableWriter, WriteTarget
 
@@ -118,6 +122,8 @@ class ManagedWriter(DataSourceArrowWriter):
         elif overwrite:
             self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
         self.change_tracking = _change_tracking(options, dict(handle.options.raw), table)
+        # set by the JVM: the executors produce the log after the commit (tablestore/spark/log_publish.py)
+        self.log_plan_file = options.get(LOG_PLAN_OPTION) if handle.log is not None else None
         # what a write session opened on this table depends on (see stream_write._SESSIONS)
         self.table_state = (self.ref, handle.store.paths.root, tuple(sorted(dict(handle.options.raw).items())),
                             handle.store.schema.id, handle.log.options.topic if handle.log is not None else None)
@@ -222,7 +228,19 @@ class ManagedWriter(DataSourceArrowWriter):
             store = self.ref.handle().store
             scope = self._filtered(store, store.snapshots.latest())
         with self.session(self.commit_user, new_user=True) as session:
-            session.commit_prepared(everything, 1, overwrite=scope, log=self.change_tracking)
+            self.commit_session(session, everything, 1, scope)
+
+    def commit_session(self, session: TableWriter, messages: list[CommitMessage], identifier: int,
+                       overwrite: Overwrite = None) -> None:
+        """The commit of the driver's write session; when the JVM runs the executors' log job after it, the
+        snapshot's log is left pending and the plans of the table's pending logs go to the JVM's file."""
+        deferred = self.log_plan_file is not None and self.change_tracking
+        session.commit_prepared(messages, identifier, overwrite=overwrite, log=self.change_tracking,
+                                defer_log=deferred)
+        if deferred:
+            assert self.log_plan_file is not None
+            write_plans(self.log_plan_file, self.ref, pending_plans(self.ref.handle().store, session.commit_user))
+            fault_point("log-plans-written")
 
     def _filtered(self, store: "FileStore", snapshot: "Snapshot | None") -> frozenset[Partition]:
         """The live partitions of `snapshot` that overwrite-predicate selects (tablestore.spark.predicates)."""

@@ -133,3 +133,16 @@ def test_eventual_consistency_publishes_without_transactions(tmp_path: Path, kaf
     [plan] = log_publish.pending_plans(store)
     log_publish.record_published(store, plan, _publish(t, plan))
     assert sorted(r["id"] for _, r in _log(t)) == list(range(12))
+
+
+def test_another_writers_pending_log_is_left_to_it_for_a_while(
+        tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _table(tmp_path, kafka_bootstrap)
+    with TableWriter(t._write_target(), commit_user="busy") as session:
+        theirs = session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+    with TableWriter(t._write_target(), commit_user="me") as session:
+        mine = session.commit_prepared(_task_files(t, rows(row(40, "x"))), 1, defer_log=True)
+    store = t._handle.store
+    assert [p.snapshot_id for p in log_publish.pending_plans(store, "me")] == [mine]   # theirs may be publishing
+    monkeypatch.setattr(log_publish, "ORPHAN_AFTER_MS", 0)   # pending that long: its writer is gone
+    assert [p.snapshot_id for p in log_publish.pending_plans(store, "me")] == [theirs, mine]

@@ -184,9 +184,19 @@ public final class BucketClustering {
      */
     static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
                            StructType input) {
+        return clustered(python, layout, mode, table, planFile, input, null, null);
+    }
+
+    /**
+     * As above; {@code logPlan} (null: none): the file {@code python}'s options name for its commit's log plans
+     * ({@link LogPublish}), published after each commit with the write's {@code options}.
+     */
+    static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
+                           StructType input, String logPlan, Map<String, String> options) {
         Expression[] clustering = clustering(layout);
         boolean slots = layout.partitionKeys.isEmpty() && clustering.length > 0;
-        return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table, planFile, input);
+        return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table, planFile, input,
+            logPlan, options);
     }
 
     /**
@@ -275,6 +285,13 @@ public final class BucketClustering {
 
         @Override
         public Write build() {
+            String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
+            Map<String, String> planned = LogPublish.withPlan(info.options().asCaseSensitiveMap(), logPlan);
+            Write write = build(withOptions(info, new CaseInsensitiveStringMap(planned)), logPlan);
+            return write instanceof ClusteredWrite ? write : LogPublish.write(write, logPlan, planned);
+        }
+
+        private Write build(LogicalWriteInfo info, String logPlan) {
             Map<String, String> options = info.options();
             String table = options.getOrDefault("path", options.get("table"));
             String warehouse = warehouse(options);
@@ -314,7 +331,7 @@ public final class BucketClustering {
                 tablestore.spark.jvm.HadoopFiles.markS3a(with);
             }
             return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table,
-                planFile, info.schema());
+                planFile, info.schema(), logPlan, with);
         }
     }
 
@@ -327,9 +344,11 @@ public final class BucketClustering {
         private final String table;
         private final String planFile;
         private final StructType input;
+        private final String logPlan;
+        private final Map<String, String> options;
 
         ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table, String planFile,
-                       StructType input) {
+                       StructType input, String logPlan, Map<String, String> options) {
             this.python = python;
             this.clustering = clustering;
             this.tasks = tasks;
@@ -337,6 +356,8 @@ public final class BucketClustering {
             this.table = table;
             this.planFile = planFile;
             this.input = input;
+            this.logPlan = logPlan;
+            this.options = options;
         }
 
         @Override
@@ -367,7 +388,8 @@ public final class BucketClustering {
         @Override
         public BatchWrite toBatch() {
             // larger Arrow batches into the Python writer; the JVM writer where it applies
-            return JvmBatchWrite.of(WriteBatches.of(python.toBatch()), planFile, input, table);
+            BatchWrite batch = JvmBatchWrite.of(WriteBatches.of(python.toBatch()), planFile, input, table);
+            return logPlan == null ? batch : LogPublish.batch(batch, logPlan, options);
         }
 
         @Override
@@ -377,7 +399,8 @@ public final class BucketClustering {
                     + ": a streaming write appends; overwriting (INSERT OVERWRITE, output mode complete) on an "
                     + "unbounded stream is not supported"));
             }
-            return python.toStreaming();
+            StreamingWrite streaming = python.toStreaming();
+            return logPlan == null ? streaming : LogPublish.streaming(streaming, logPlan, options);
         }
 
         @Override

@@ -67,6 +67,8 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         }
         BucketClustering.Layout layout = table.layout();
         extra.putAll(BucketClustering.taskOptions(layout));
+        String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
+        extra.put(LogPublish.PLAN_OPTION, logPlan);
         String planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
         if (planFile != null) {
             extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
@@ -78,6 +80,7 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         if (mode != null) {
             python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
         }
-        return BucketClustering.clustered(python.build(), layout, mode, table.name(), planFile, info.schema());
+        return BucketClustering.clustered(python.build(), layout, mode, table.name(), planFile, info.schema(),
+            logPlan, options.asCaseSensitiveMap());
     }
 }

@@ -43,6 +43,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import tablestore.spark.jvm.catalog.BucketClustering;
+import tablestore.spark.jvm.catalog.LogPublish;
 import tablestore.spark.jvm.read.RawSplits;
 import tablestore.spark.jvm.read.RawSplits.RawPlan;
 import tablestore.spark.jvm.HadoopFiles;
@@ -122,7 +123,8 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
         SupportsWrite writes = (SupportsWrite) python;
-        return clustered ? BucketClustering.forDataSource(writes::newWriteBuilder, info) : writes.newWriteBuilder(info);
+        return clustered ? BucketClustering.forDataSource(writes::newWriteBuilder, info)
+            : LogPublish.builder(writes::newWriteBuilder, info);
     }
 
     @Override

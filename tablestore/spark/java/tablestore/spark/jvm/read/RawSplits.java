@@ -59,7 +59,12 @@ public final class RawSplits {
     private static File planDir;
 
     /** A new file path for a raw plan or a JVM write plan (the file is not created). */
-    public static synchronized String newPlanFile() {
+    public static String newPlanFile() {
+        return planFile(java.util.UUID.randomUUID().toString());
+    }
+
+    /** The plan file path of {@code name} (one directory per JVM; the file is not created). */
+    public static synchronized String planFile(String name) {
         try {
             if (planDir == null) {
                 planDir = java.nio.file.Files.createTempDirectory("tablestore-raw-plan-").toFile();
@@ -68,7 +73,7 @@ public final class RawSplits {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return new File(planDir, java.util.UUID.randomUUID() + ".json").getAbsolutePath();
+        return new File(planDir, name + ".json").getAbsolutePath();
     }
 
     /**

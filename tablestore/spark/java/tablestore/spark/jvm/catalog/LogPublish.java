@@ -1,0 +1,211 @@
+package tablestore.spark.jvm.catalog;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import tablestore.spark.jvm.DelegatingBatchWrite;
+import tablestore.spark.jvm.read.RawSplits;
+
+/**
+ * The log of a {@code managed} write produced by the executors after the Python commit (Python owner:
+ * tablestore/spark/log_publish.py, which has the protocol): the write's options name a file
+ * ({@value #PLAN_OPTION}) where the Python commit leaves the plans of the table's pending logs; after that commit
+ * returns, one Spark job reads the {@code managed} source with {@value #READ_OPTION} = that file (a task per
+ * pending snapshot and bucket produces the bucket's records), and the catalog service records the offsets.
+ */
+public final class LogPublish {
+    /** tablestore/spark/log_publish.py's PLAN_OPTION. */
+    public static final String PLAN_OPTION = "__log-publish-plan";
+    /** tablestore/spark/log_publish.py's READ_OPTION. */
+    public static final String READ_OPTION = "__log-publish";
+
+    private LogPublish() {
+    }
+
+    /**
+     * The plan file path of a write (the file is written by Python, if at all): one per query, since Spark builds
+     * a streaming query's write again for every micro-batch while its Python writer keeps the options of the
+     * first.
+     */
+    public static String planFile(LogicalWriteInfo info) {
+        return RawSplits.planFile("log-" + info.queryId().replaceAll("[^A-Za-z0-9_-]", "_"));
+    }
+
+    /**
+     * After a commit: publishes the plans Python left in {@code planFile}, if it left any. {@code options}: the
+     * write's (the table, its warehouse and the session's catalog options, which the read takes over).
+     */
+    static void publish(String planFile, Map<String, String> options) {
+        File file = new File(planFile);
+        if (!file.exists()) {
+            return;
+        }
+        try {
+            Map<String, String> read = new HashMap<>();
+            options.forEach((k, v) -> {
+                if (!k.startsWith("__")) {
+                    read.put(k, v);
+                }
+            });
+            read.put(READ_OPTION, planFile);
+            Row[] rows = (Row[]) SparkSession.active().read().format("managed").options(read).load().collect();
+            List<List<Object>> published = new ArrayList<>();
+            for (Row row : rows) {
+                published.add(Arrays.asList(row.get(0), row.get(1), row.get(2)));
+            }
+            Map<String, Object> args = new LinkedHashMap<>();
+            args.put("plan", planFile);
+            args.put("published", published);
+            PythonService.call("record_log_published", args);
+        } finally {
+            file.delete();
+        }
+    }
+
+    /** {@code options} with the plan file Python's commit writes to. */
+    static Map<String, String> withPlan(Map<String, String> options, String planFile) {
+        Map<String, String> out = new HashMap<>(options);
+        out.put(PLAN_OPTION, planFile);
+        return out;
+    }
+
+    /** The Python write {@code python} builds for {@code info} (with the plan option), its commits publishing. */
+    public static WriteBuilder builder(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
+        return new Builder(python, info);
+    }
+
+    /** {@code python}, whose options carry {@code planFile}, with its commits followed by the log job. */
+    static Write write(Write python, String planFile, Map<String, String> options) {
+        return new PublishingWrite(python, planFile, options);
+    }
+
+    static BatchWrite batch(BatchWrite python, String planFile, Map<String, String> options) {
+        return new DelegatingBatchWrite(python) {
+            @Override
+            public org.apache.spark.sql.connector.write.DataWriterFactory createBatchWriterFactory(
+                    PhysicalWriteInfo info) {
+                return python.createBatchWriterFactory(info);
+            }
+
+            @Override
+            public void commit(WriterCommitMessage[] messages) {
+                python.commit(messages);
+                publish(planFile, options);
+            }
+        };
+    }
+
+    static StreamingWrite streaming(StreamingWrite python, String planFile, Map<String, String> options) {
+        return new StreamingWrite() {
+            @Override
+            public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+                return python.createStreamingWriterFactory(info);
+            }
+
+            @Override
+            public boolean useCommitCoordinator() {
+                return python.useCommitCoordinator();
+            }
+
+            @Override
+            public void commit(long epochId, WriterCommitMessage[] messages) {
+                python.commit(epochId, messages);
+                publish(planFile, options);
+            }
+
+            @Override
+            public void abort(long epochId, WriterCommitMessage[] messages) {
+                python.abort(epochId, messages);
+            }
+
+            @Override
+            public String toString() {
+                return python.toString();
+            }
+        };
+    }
+
+    private static final class Builder implements SupportsTruncate {
+        private final Function<LogicalWriteInfo, WriteBuilder> python;
+        private final LogicalWriteInfo info;
+        private boolean truncate = false;
+
+        Builder(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
+            this.python = python;
+            this.info = info;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            truncate = true;
+            return this;
+        }
+
+        @Override
+        public Write build() {
+            String planFile = planFile(info);
+            Map<String, String> options = withPlan(info.options().asCaseSensitiveMap(), planFile);
+            WriteBuilder builder = python.apply(BucketClustering.withOptions(info, new CaseInsensitiveStringMap(options)));
+            Write built = (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
+            return write(built, planFile, options);
+        }
+    }
+
+    private static final class PublishingWrite implements Write {
+        private final Write python;
+        private final String planFile;
+        private final Map<String, String> options;
+
+        PublishingWrite(Write python, String planFile, Map<String, String> options) {
+            this.python = python;
+            this.planFile = planFile;
+            this.options = options;
+        }
+
+        @Override
+        public String description() {
+            return python.description();
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+            return batch(python.toBatch(), planFile, options);
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+            return streaming(python.toStreaming(), planFile, options);
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return python.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return python.reportDriverMetrics();
+        }
+    }
+}
