@@ -98,3 +98,74 @@ def test_tablestore_ingest_runs_on_a_standalone_cluster(
     table = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options()).get_table("shop.orders")
     rows = sorted(table.read().to_pylist(), key=lambda r: r["order_id"])
     assert rows == shop.expected_rows()
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def _committed_records(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    """Every committed record of `topic` (read_committed, a plain consumer): aborted ones are not there."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cluster-test-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[Any] = []
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 3:
+            got = [m for m in consumer.consume(num_messages=5000, timeout=0.3) if m.error() is None]
+            if got:
+                quiet_since = time.monotonic()
+            out += [m.value() for m in got]
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_an_executor_killed_while_producing_the_log_leaves_every_change_once(
+    spark_cluster: SparkCluster, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The log of a write is produced by the executors, one task per bucket (tablestore/log_publish.py). The first
+    such task stops before its Kafka transaction commits and its executor is killed (kill -9): Spark retries the
+    task elsewhere, whose producer (same transactional id) fences the dead one's transaction; the log holds each
+    change once and the snapshot records it."""
+    from cluster_log_job import BUCKETS, ROWS
+
+    marker = tmp_path / "fault"
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
+    cmd = [sys.executable, str(HERE / "cluster_log_job.py"), str(tmp_path / "wh"), spark_cluster.master_url,
+           kafka_bootstrap, f"log-bucket-producing@1:{marker}"]
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(cmd, stdout=o, stderr=e, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() or not marker.read_text().strip():
+            assert proc.poll() is None, err.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no log task reached its fault point"
+            time.sleep(0.2)
+        worker = int(marker.read_text().split()[1])   # the Python worker holding the open transaction
+        executors = set(spark_cluster.executor_pids())
+        ancestor = worker
+        while ancestor > 1 and ancestor not in executors:
+            ancestor = _parent(ancestor)
+        assert ancestor in executors, "the log task did not run in an executor"
+        os.kill(ancestor, signal.SIGKILL)   # kill -9 of the task's executor
+        os.kill(worker, signal.SIGKILL)     # and its Python worker, which would sleep on
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 0, err.read_text()[-6000:]
+    seen = json.loads(next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert seen["rows"] == ROWS and seen["pending"] == []
+    assert seen["snapshots"][:2] == ["APPEND", "COMPACT"]   # the data, then the log-only snapshot of its offsets
+    records = _committed_records(kafka_bootstrap, str(seen["topic"]), BUCKETS)
+    ids = sorted(json.loads(r)["after"]["id"] for r in records)
+    assert ids == list(range(ROWS))   # each change once: the killed attempt's transaction was aborted

@@ -114,8 +114,10 @@ def test_a_driver_killed_at_each_commit_point_writes_every_change_once(
     checkpoint = tmp_path / "ck"
     try:
         # each run stops at the second time it reaches its point (the first commit of a run may be a replay)
+        # the log is produced by the executors after the snapshot (tablestore/spark/log_publish.py): killed after
+        # the snapshot before the log job, and after a bucket's transaction before the log-only snapshot
         runs = [("before-snapshot@2", "killed"), ("before-log-commit@2", "killed"),
-                ("after-log-commit@2", "killed"), (None, "finished")]
+                ("log-plans-written@2", "killed"), ("log-bucket-published@2", "killed"), (None, "finished")]
         for i, (fault, expected) in enumerate(runs):
             ended = _run_driver(warehouse, tmp_path / "in", checkpoint, kafka_bootstrap, fault,
                                 tmp_path / f"fault-{i}")
@@ -127,6 +129,7 @@ def test_a_driver_killed_at_each_commit_point_writes_every_change_once(
         assert got == expected_rows
         # the log: every change of the 6 batches once (30 records), and `latest` readers lost none of them
         assert len(_log_records(table, kafka_bootstrap)) == 30
+        assert table._handle.store.snapshots.latest().log_pending == ()   # every log published and recorded
         appends = [s for s in table.snapshots() if s.kind == "APPEND"]
         assert [s.commit_identifier for s in appends] == [1, 2, 3, 4, 5, 6]  # one snapshot per batch
         changes = list(table.read_changes(scan="full", timeout_s=1.0))
