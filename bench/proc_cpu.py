@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 
-def tree_cpu_s(root: int | None = None) -> float:
+def tree_cpu_s(root: int | None = None, exclude: frozenset[int] = frozenset()) -> float:
     """user + system seconds of process `root` (default: this one) and every live descendant, plus their reaped
-    children's."""
+    children's; without the subtrees of the processes `exclude` (e.g. a Spark cluster this process started, whose
+    executors are not the driver's)."""
     if not os.path.isdir("/proc"):
         return 0.0
     root = os.getpid() if root is None else root
@@ -31,6 +32,8 @@ def tree_cpu_s(root: int | None = None) -> float:
         return 0.0
     while todo:
         for pid, ticks in children.get(todo.pop(), []):
+            if pid in exclude:
+                continue
             total += ticks
             todo.append(pid)
     return total / os.sysconf("SC_CLK_TCK")

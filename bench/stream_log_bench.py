@@ -72,13 +72,14 @@ def _run(spark: Any, cluster: spark_cluster.SparkCluster, work: Path, log: str, 
     cat.create_table("db.t", SCHEMA, primary_key=["id"], options=options)
     df = spark.readStream.schema("id BIGINT, v STRING, n BIGINT").option("maxFilesPerTrigger", 1).parquet(
         str(work / "in"))
-    driver0, executors0 = tree_cpu_s(), _executors_cpu(cluster)
+    cluster_pids = frozenset(p.pid for p in cluster.procs)   # started by this process: not the driver's
+    driver0, executors0 = tree_cpu_s(exclude=cluster_pids), _executors_cpu(cluster)
     began = time.monotonic()
     query = (df.writeStream.format("managed").option("warehouse", str(warehouse))
              .option("checkpointLocation", str(work / f"ck-{slug}")).trigger(availableNow=True).start("db.t"))
     query.awaitTermination()
     elapsed = time.monotonic() - began
-    driver, executors = tree_cpu_s() - driver0, _executors_cpu(cluster) - executors0
+    driver, executors = tree_cpu_s(exclude=cluster_pids) - driver0, _executors_cpu(cluster) - executors0
     million = args.batches * args.rows / 1e6
     appends = [s for s in cat.get_table("db.t").snapshots() if s.kind == "APPEND"]
     assert len(appends) == args.batches, len(appends)
