@@ -159,3 +159,21 @@ def consumer_config(properties: Mapping[str, str], read_committed: bool) -> dict
         "enable.auto.offset.store": False,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
+
+
+_GROUP_CONSUMERS: dict[tuple[tuple[tuple[str, str], ...], str], Any] = {}
+"""Consumers that only name a consumer group (markers of log transactions: tablestore.log_publish), kept per process:
+creating one and finding its group coordinator costs tens of milliseconds per call otherwise."""
+
+
+def group_consumer(properties: Mapping[str, str], group: str) -> Any:
+    """A consumer of group `group` that never subscribes (committed offsets, group metadata), kept open."""
+    from confluent_kafka import Consumer
+
+    key = (tuple(sorted((str(k), str(v)) for k, v in properties.items())), group)
+    consumer = _GROUP_CONSUMERS.get(key)
+    if consumer is None:
+        if len(_GROUP_CONSUMERS) >= 16:
+            _GROUP_CONSUMERS.pop(next(iter(_GROUP_CONSUMERS))).close()
+        consumer = _GROUP_CONSUMERS[key] = Consumer({**consumer_config(properties, True), "group.id": group})
+    return consumer

@@ -4,14 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from logstore.formats.avro import AvroSchemaRegistry
 from logstore.formats.base import FormatBase, KeyFormat
 from logstore.formats.factory import get_format
 from logstore.formats.jsonkey import get_key_format
 from logstore.errors import LogStoreError
-from logstore.kafka import KafkaAdmin, TopicError, consumer_config
+from logstore.kafka import KafkaAdmin, TopicError, group_consumer
 from logstore.options import LogStoreOptions
 from logstore.reader import LogReader
 from logstore.writer import LogWriter
@@ -62,13 +62,11 @@ class LogStore:
     def marker(self, group: str, partition: int) -> tuple[int, str] | None:
         """The (offset, metadata) consumer group `group` last committed for `partition` (LogWriter.mark), or
         None."""
-        consumer = Consumer({**consumer_config(self.options.properties, True), "group.id": group})
+        consumer = group_consumer(self.options.properties, group)
         try:
             found = consumer.committed([TopicPartition(self.topic, partition)], timeout=self.options.request_timeout_s)
         except KafkaException as e:
             raise LogStoreError(f"topic {self.topic!r}: reading group {group!r}'s marker failed: {e}") from None
-        finally:
-            consumer.close()
         if not found or found[0].offset < 0:
             return None
         return found[0].offset, found[0].metadata or ""

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from logstore.changes import ROW_KIND_COLUMN, RowKind
 from logstore.errors import LogStoreError
 from logstore.formats.base import FormatBase, KeyFormat
-from logstore.kafka import LogStoreUnavailableError, consumer_config, producer_config
+from logstore.kafka import LogStoreUnavailableError, group_consumer, producer_config
 from logstore.options import LogStoreOptions
 
 log = logging.getLogger(__name__)
@@ -113,9 +113,9 @@ class LogWriter:
         if self.transactional and self._state is WriterState.IDLE:
             producer.begin_transaction()
         self._state = WriterState.OPEN
-        topic, on_delivery = self.options.topic, self._on_delivery
-        partitions = buckets[encoded.rows].tolist()
-        for value, key, partition in zip(encoded.values, keys, partitions):
+        topic = self.options.topic
+        targets = buckets[encoded.rows]
+        for value, key, partition, on_delivery in zip(encoded.values, keys, targets.tolist(), self._reports(targets)):
             while True:
                 try:
                     producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
@@ -124,6 +124,19 @@ class LogWriter:
                     producer.poll(0.05)
         producer.poll(0)
         return len(encoded.values)
+
+    def _reports(self, partitions: np.ndarray) -> list[Any]:
+        """The delivery callback of each record. In a transaction only each partition's last record reports (its
+        offset is what `prepare` returns; records of one partition are delivered in order): a record that fails
+        makes the transaction fail to commit, so the others need no report (about a microsecond each). Without
+        a transaction every record reports, so that a failure is seen."""
+        if not self.transactional:
+            return [self._on_delivery] * len(partitions)
+        last = np.zeros(len(partitions), dtype=bool)
+        if len(partitions):
+            _, from_end = np.unique(partitions[::-1], return_index=True)
+            last[len(partitions) - 1 - from_end] = True
+        return [self._on_delivery if is_last else None for is_last in last.tolist()]
 
     def flush(self) -> None:
         if self._producer is None:
@@ -154,7 +167,7 @@ class LogWriter:
         `LogStore.marker` reads it back, so a retry can tell whether this transaction committed."""
         if not self.transactional or self._state not in (WriterState.OPEN, WriterState.PREPARED):
             raise LogStoreError(f"topic {self.options.topic!r}: a marker needs an open transaction")
-        consumer = Consumer({**consumer_config(self.options.properties, True), "group.id": group})
+        consumer = group_consumer(self.options.properties, group)
         try:
             self._client().send_offsets_to_transaction(
                 [TopicPartition(self.options.topic, partition, offset, metadata=metadata)],
@@ -162,8 +175,6 @@ class LogWriter:
         except KafkaException as e:
             raise LogStoreError(f"topic {self.options.topic!r}: recording the transaction's marker in group "
                                 f"{group!r} failed: {e}") from None
-        finally:
-            consumer.close()
 
     def commit(self) -> None:
         if self._state is WriterState.OPEN:

@@ -23,7 +23,9 @@ bucket again (at least once, as eventual promises).
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -32,6 +34,8 @@ import logstore
 from filestore import CommitKind, FileStore
 from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
+
+log_ = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,15 +92,54 @@ def marker_group(topic: str, commit_user: str) -> str:
     return f"tablestore-log-{topic}-{commit_user}"
 
 
+_WRITERS: "OrderedDict[tuple[str, str, str], logstore.LogWriter]" = OrderedDict()
+"""Started log writers of this process (an executor's Python worker, which Spark reuses), by (transactional id or
+topic, topic, schema): the next commit's task of the same bucket skips `init_transactions` (tens of
+milliseconds). A cached producer may have been fenced meanwhile by an attempt in another process: any failure
+then redoes the bucket with a fresh producer, whose start fences that attempt in turn (the marker keeps it once)."""
+_KEEP_WRITERS = 8
+
+
 def publish_bucket(table: str, store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket: int) -> int | None:
     """Step 2 for one bucket: the offset after its records of the plan's snapshot in partition `bucket` (None: the
     snapshot has no records there, or a later commit of the same user was published there since)."""
     transactional = log.options.consistency == "transactional"
-    writer = log.new_writer(transactional_id(table, plan.commit_user, bucket) if transactional else None)
+    tid = transactional_id(table, plan.commit_user, bucket) if transactional else None
+    key = (tid or log.topic, log.topic, str(log.schema))
+    cached = _WRITERS.pop(key, None)
+    if cached is not None:
+        try:
+            end = _publish(store, log, plan, bucket, cached, started=True)
+        except Exception as e:   # noqa: BLE001 - fenced, or broken: a fresh producer decides
+            log_.info("table %s: bucket %s's cached log producer failed (%s): starting a new one", table, bucket, e)
+            cached.close()
+        else:
+            _keep(key, cached)
+            return end
+    writer = log.new_writer(tid)
+    try:
+        end = _publish(store, log, plan, bucket, writer, started=False)
+    except BaseException:
+        writer.close()
+        raise
+    _keep(key, writer)
+    return end
+
+
+def _keep(key: tuple[str, str, str], writer: logstore.LogWriter) -> None:
+    _WRITERS[key] = writer
+    while len(_WRITERS) > _KEEP_WRITERS:
+        _WRITERS.popitem(last=False)[1].close()
+
+
+def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket: int, writer: logstore.LogWriter,
+             *, started: bool) -> int | None:
+    transactional = log.options.consistency == "transactional"
     group = marker_group(log.topic, plan.commit_user)
     try:
         if transactional:
-            writer.start()   # init_transactions: an earlier attempt of this bucket is fenced, its transaction aborted
+            if not started:
+                writer.start()   # init_transactions: an earlier attempt of this bucket is fenced, its transaction aborted
             found = log.marker(group, bucket)
             if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
                 return found[0] if int(found[1]) == plan.identifier else None
@@ -117,8 +160,6 @@ def publish_bucket(table: str, store: FileStore, log: logstore.LogStore, plan: P
     except BaseException:
         writer.abort()
         raise
-    finally:
-        writer.close()
 
 
 def record_published(store: FileStore, plan: PublishPlan, offsets: Mapping[int, int]) -> int | None:

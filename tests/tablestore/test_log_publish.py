@@ -146,3 +146,25 @@ def test_another_writers_pending_log_is_left_to_it_for_a_while(
     assert [p.snapshot_id for p in log_publish.pending_plans(store, "me")] == [mine]   # theirs may be publishing
     monkeypatch.setattr(log_publish, "ORPHAN_AFTER_MS", 0)   # pending that long: its writer is gone
     assert [p.snapshot_id for p in log_publish.pending_plans(store, "me")] == [theirs, mine]
+
+
+def test_a_cached_producer_fenced_by_another_process_is_replaced(
+        tmp_path: Path, kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Executors keep a bucket's started producer for the next commit; one fenced meanwhile (another attempt of
+    the same bucket started elsewhere) fails, and the bucket is produced again by a fresh one, once."""
+    t = _table(tmp_path, kafka_bootstrap, bucket="1")
+    handle = t._handle
+    assert handle.log is not None
+    with TableWriter(t._write_target(), commit_user="q5") as session:
+        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        [first] = log_publish.pending_plans(handle.store)
+        log_publish.record_published(handle.store, first, _publish(t, first))   # its producer is now cached
+        intruder = handle.log.new_writer(log_publish.transactional_id(t.name, "q5", 0))
+        intruder.start()   # fences the cached producer
+        session.commit_prepared(_task_files(t, rows(row(100, "late"))), 2, defer_log=True)
+    [second] = log_publish.pending_plans(handle.store)
+    with caplog.at_level("INFO", logger="tablestore.log_publish"):
+        log_publish.record_published(handle.store, second, _publish(t, second))
+    assert "cached log producer failed" in caplog.text
+    assert sorted(r["id"] for _, r in _log(t)) == sorted([*range(12), 100])
+    intruder.close()
