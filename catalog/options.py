@@ -169,8 +169,10 @@ LOG_CHANGELOG_MODE: ConfigOption[str] = ConfigOption(
 )
 LOG_CONSISTENCY: ConfigOption[str] = ConfigOption(
     "log.consistency", "enum", "transactional",
-    "`transactional`: changes become visible when the file-store snapshot of the same commit is, exactly once. "
-    "`eventual` (primary-key tables only): visible at once; duplicates after a failure are removed by key.",
+    "`transactional`: changes become visible when the file-store snapshot of the same commit is (Spark writes: "
+    "right after it, bucket by bucket, produced by the executors), exactly once. "
+    "`eventual` (primary-key tables only): no Kafka transactions, visible at once (Spark writes: after the "
+    "snapshot); duplicates after a failure are removed by key.",
     choices=("transactional", "eventual"),
 )
 LOG_SCAN: ConfigOption[str] = ConfigOption(

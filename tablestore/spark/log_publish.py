@@ -84,11 +84,14 @@ class LogPublishReader(DataSourceReader):
         assert isinstance(partition, BucketTask)
         if partition.bucket < 0:
             return
-        handle = partition.ref.handle()
-        if handle.log is None:
-            return
-        end = log_publish.publish_bucket(handle.identifier, handle.store, handle.log, partition.plan,
-                                         partition.bucket)
+        from tablestore.spark.profiling import profiled
+
+        with profiled(f"log-task-b{partition.bucket}"):
+            handle = partition.ref.handle()
+            if handle.log is None:
+                return
+            end = log_publish.publish_bucket(handle.identifier, handle.store, handle.log, partition.plan,
+                                             partition.bucket)
         yield partition.plan.snapshot_id, partition.bucket, end
 
 
