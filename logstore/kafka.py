@@ -132,7 +132,9 @@ class KafkaAdmin:
         return {p: o if o >= 0 else end[p] for p, o in found.items()}
 
 
-_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._NOENT)
+"""_NOENT: "Failed to query partition leaders: No leaders found", what librdkafka says of a topic a broker that
+just started has created but not yet given leaders."""
 
 
 def producer_config(properties: Mapping[str, str], transactional_id: str | None) -> dict[str, Any]:

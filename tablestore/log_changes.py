@@ -115,8 +115,15 @@ class CommitOffsets:
         before `start`, unless the log of a commit up to it was lost and produced again after it (a crash
         between steps 3 and 4 of the commit protocol, repaired by `TableWriter.recover_log` with a log-only
         snapshot of the same commit user and identifier): the log holds that commit's records only from there
-        on, so the state is the table's before that commit. None when the snapshot needed has expired."""
+        on, so the state is the table's before that commit. Likewise for a commit whose log was still pending at
+        that snapshot (`Snapshot.log_pending`: produced by the executors after the snapshot, its records lie after
+        the snapshot's offsets). None when the snapshot needed has expired."""
         base = self.last_at_or_below(start)
+        if base:   # commits whose log was pending then have records after its offsets: the state before them
+            pending = self.snapshot(base).log_pending
+            if pending:
+                before = min(pending) - 1
+                base = before if before == 0 or before >= (self.earliest or 1) else None
         sid = max(base or 0, (self.earliest or 1) - 1) + 1
         while base is not None and sid <= (self.latest or 0):
             lost = self._lost_commit(sid)

@@ -168,3 +168,21 @@ def test_a_cached_producer_fenced_by_another_process_is_replaced(
     assert "cached log producer failed" in caplog.text
     assert sorted(r["id"] for _, r in _log(t)) == sorted([*range(12), 100])
     intruder.close()
+
+
+def test_records_published_before_their_offsets_are_recorded_read_as_their_commit(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    """Between a bucket's transaction and the log-only snapshot, a normalized reader already sees the records,
+    after every recorded offset: they are compared with the table before the pending snapshot, not with it."""
+    t = _table(tmp_path, kafka_bootstrap)
+    with TableWriter(t._write_target(), commit_user="q6") as session:
+        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        session.compact(full=True)   # a snapshot after the pending one, as a concurrent compactor makes
+    store = t._handle.store
+    [plan] = log_publish.pending_plans(store)
+    offsets = _publish(t, plan)   # the records are in the log; their offsets not yet in a snapshot
+    normalized = changes(t.read_changes(scan="from-timestamp", timestamp_ms=0, timeout_s=1.0))
+    assert sorted((k, r["id"]) for k, r in normalized) == [("+I", i) for i in range(12)]
+    log_publish.record_published(store, plan, offsets)
+    again = changes(t.read_changes(scan="from-timestamp", timestamp_ms=0, timeout_s=1.0))
+    assert sorted((k, r["id"]) for k, r in again) == [("+I", i) for i in range(12)]
