@@ -2,7 +2,8 @@
 metadata only.
 
 1. The JVM wraps the `managed` writes it plans (catalog/LogPublish.java: SQL INSERT, `df.write` and `writeStream`
-   with the tablestore jar) and names a file in the write's option `PLAN_OPTION`. The Python commit then publishes
+   with the tablestore jar; where `PRODUCERS_CONF` says the executors produce) and names a file in the write's
+   option `PLAN_OPTION`. The Python commit then publishes
    its snapshot with the log pending (`commit_prepared(defer_log=True)`) and writes there the plans of every
    pending snapshot of the table (its own, and any a dead writer left), with the table they are of.
 2. After the Python commit, the JVM runs one Spark job per commit: a read of the `managed` source with the option
@@ -26,6 +27,10 @@ from tablestore import log_publish
 from tablestore.log_publish import PublishPlan
 from tablestore.spark.source_options import TableRef
 
+PRODUCERS_CONF = "spark.tablestore.log.producers"
+"""Session setting (catalog/LogPublish.java, the same constant): `executors` (the protocol above), `driver` (the
+driver produces, as without the jar), `auto` (default): the executors, except in a local session, whose executors
+are the driver's own threads, where the log job would only add a job per commit."""
 PLAN_OPTION = "__log-publish-plan"
 """Write option set by the JVM (catalog/LogPublish.java, the same constant): where the commit leaves its plans."""
 READ_OPTION = "__log-publish"

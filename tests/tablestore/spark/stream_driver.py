@@ -12,13 +12,16 @@ from __future__ import annotations
 import sys
 
 import tablestore.spark
+from tablestore.spark.log_publish import PRODUCERS_CONF
 from tablestore.spark.sessions import WAREHOUSE_CONF
 
 
 def main(argv: list[str]) -> None:
     mode, warehouse, table, data, checkpoint, ddl, *pairs = argv
     options = dict(p.split("=", 1) for p in pairs)
-    spark = tablestore.spark.local_session("stream-driver", conf={WAREHOUSE_CONF: warehouse})
+    # the executors produce the log (a local session's default is the driver): the crash points of that protocol
+    spark = tablestore.spark.local_session("stream-driver", conf={WAREHOUSE_CONF: warehouse,
+                                                                  PRODUCERS_CONF: "executors"})
     spark.sparkContext.setLogLevel("ERROR")
     if mode == "write":
         df = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(data)

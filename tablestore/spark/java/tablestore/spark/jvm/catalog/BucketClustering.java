@@ -286,6 +286,9 @@ public final class BucketClustering {
         @Override
         public Write build() {
             String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
+            if (logPlan == null) {
+                return build(info, null);
+            }
             Map<String, String> planned = LogPublish.withPlan(info.options().asCaseSensitiveMap(), logPlan);
             Write write = build(withOptions(info, new CaseInsensitiveStringMap(planned)), logPlan);
             return write instanceof ClusteredWrite ? write : LogPublish.write(write, logPlan, planned);

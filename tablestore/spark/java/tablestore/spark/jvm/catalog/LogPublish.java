@@ -43,12 +43,32 @@ public final class LogPublish {
     private LogPublish() {
     }
 
+    /** Session setting: who produces a Spark write's log (tablestore/spark/log_publish.py's PRODUCERS_CONF). */
+    public static final String PRODUCERS_CONF = "spark.tablestore.log.producers";
+
     /**
      * The plan file path of a write (the file is written by Python, if at all): one per query, since Spark builds
      * a streaming query's write again for every micro-batch while its Python writer keeps the options of the
-     * first.
+     * first. Null when the driver produces the log ({@value #PRODUCERS_CONF} = {@code driver}, or {@code auto},
+     * the default, in a local session, whose executors are the driver: there the log job would only add a job).
      */
     public static String planFile(LogicalWriteInfo info) {
+        SparkSession spark = SparkSession.active();
+        String producers = spark.conf().get(PRODUCERS_CONF, "auto").trim().toLowerCase(java.util.Locale.ROOT);
+        switch (producers) {
+            case "executors":
+                break;
+            case "driver":
+                return null;
+            case "auto":
+                if (spark.sparkContext().isLocal()) {
+                    return null;
+                }
+                break;
+            default:
+                throw new IllegalArgumentException(PRODUCERS_CONF + " must be auto, executors or driver, not '"
+                    + producers + "'");
+        }
         return RawSplits.planFile("log-" + info.queryId().replaceAll("[^A-Za-z0-9_-]", "_"));
     }
 
@@ -165,6 +185,10 @@ public final class LogPublish {
         @Override
         public Write build() {
             String planFile = planFile(info);
+            if (planFile == null) {
+                WriteBuilder builder = python.apply(info);
+                return (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
+            }
             Map<String, String> options = withPlan(info.options().asCaseSensitiveMap(), planFile);
             WriteBuilder builder = python.apply(BucketClustering.withOptions(info, new CaseInsensitiveStringMap(options)));
             Write built = (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();

@@ -68,7 +68,9 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
         BucketClustering.Layout layout = table.layout();
         extra.putAll(BucketClustering.taskOptions(layout));
         String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
-        extra.put(LogPublish.PLAN_OPTION, logPlan);
+        if (logPlan != null) {
+            extra.put(LogPublish.PLAN_OPTION, logPlan);
+        }
         String planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
         if (planFile != null) {
             extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
