@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 import tablestore
+from filestore import CommitMessage
 from logstore.errors import LogStoreError
 
 SESSION_BOOTSTRAP = "table-storage.log.properties.bootstrap.servers"
@@ -97,3 +98,11 @@ def materialize(cs: Iterable[Change], key: str = "id") -> dict[Any, dict[str, An
 
 def by_key(table: pa.Table, key: str = "id") -> Mapping[Any, dict[str, Any]]:
     return {r[key]: r for r in table.to_pylist()}
+
+
+def task_files(t: tablestore.Table, data: pa.Table) -> list[CommitMessage]:
+    """What a Spark executor task hands the driver: the files of `data`, written on the latest snapshot."""
+    store = t._handle.store
+    writer = store.new_write(store.live_files(store.snapshots.latest()))
+    writer.write(writer.conform(data), None, conformed=True)
+    return writer.prepare_commit()

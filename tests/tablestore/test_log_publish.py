@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tablestore
-from log_helpers import SCHEMA, by_key, changes, drop_created_tables, kafka_catalog, row, rows
+from log_helpers import SCHEMA, by_key, changes, drop_created_tables, kafka_catalog, row, rows, task_files
 from tablestore import log_publish
 from tablestore.writer import TableWriter
 
@@ -28,12 +28,6 @@ def _table(tmp_path: Path, bootstrap: str, **options: str) -> tablestore.Table:
     return cat.create_table("db.t", SCHEMA, primary_key=["id"],
                             options={"bucket": "3", "log.changelog-mode": "all", **options})
 
-
-def _task_files(t: tablestore.Table, data: object) -> list:  # type: ignore[type-arg]
-    store = t._handle.store
-    writer = store.new_write(store.live_files(store.snapshots.latest()))
-    writer.write(writer.conform(data), None, conformed=True)  # type: ignore[arg-type]
-    return writer.prepare_commit()
 
 
 def _log(t: tablestore.Table) -> list[tuple[str, dict]]:  # type: ignore[type-arg]
@@ -62,7 +56,7 @@ DATA = rows(*(row(i, f"v{i}") for i in range(12)))
 def test_a_deferred_log_is_pending_until_its_buckets_are_published(tmp_path: Path, kafka_bootstrap: str) -> None:
     t = _table(tmp_path, kafka_bootstrap)
     with TableWriter(t._write_target(), commit_user="q1") as session:
-        sid = session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        sid = session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
     store = t._handle.store
     assert sid is not None and store.snapshots.latest().log_pending == (sid,)
     assert by_key(t.read()) == by_key(DATA)   # the data is in
@@ -85,7 +79,7 @@ def test_a_deferred_log_is_pending_until_its_buckets_are_published(tmp_path: Pat
 def test_a_retried_bucket_lands_once_and_a_fenced_attempt_is_aborted(tmp_path: Path, kafka_bootstrap: str) -> None:
     t = _table(tmp_path, kafka_bootstrap)
     with TableWriter(t._write_target(), commit_user="q2") as session:
-        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
     handle = t._handle
     assert handle.log is not None
     [plan] = log_publish.pending_plans(handle.store)
@@ -110,10 +104,10 @@ def test_a_retried_bucket_lands_once_and_a_fenced_attempt_is_aborted(tmp_path: P
 def test_a_pending_log_left_by_a_dead_session_is_published_by_the_next(tmp_path: Path, kafka_bootstrap: str) -> None:
     t = _table(tmp_path, kafka_bootstrap)
     with TableWriter(t._write_target(), commit_user="dead") as session:
-        first = session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        first = session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
     more = rows(row(3, "changed"), row(20, "new"))
     with TableWriter(t._write_target(), commit_user="next") as session:
-        second = session.commit_prepared(_task_files(t, more), 1, defer_log=True)
+        second = session.commit_prepared(task_files(t, more), 1, defer_log=True)
     store = t._handle.store
     plans = log_publish.pending_plans(store)
     assert [p.snapshot_id for p in plans] == [first, second]
@@ -128,7 +122,7 @@ def test_a_pending_log_left_by_a_dead_session_is_published_by_the_next(tmp_path:
 def test_eventual_consistency_publishes_without_transactions(tmp_path: Path, kafka_bootstrap: str) -> None:
     t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual", "log.changelog-mode": "upsert"})
     with TableWriter(t._write_target(), commit_user="q3") as session:
-        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
     store = t._handle.store
     [plan] = log_publish.pending_plans(store)
     log_publish.record_published(store, plan, _publish(t, plan))
@@ -139,9 +133,9 @@ def test_another_writers_pending_log_is_left_to_it_for_a_while(
         tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     t = _table(tmp_path, kafka_bootstrap)
     with TableWriter(t._write_target(), commit_user="busy") as session:
-        theirs = session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        theirs = session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
     with TableWriter(t._write_target(), commit_user="me") as session:
-        mine = session.commit_prepared(_task_files(t, rows(row(40, "x"))), 1, defer_log=True)
+        mine = session.commit_prepared(task_files(t, rows(row(40, "x"))), 1, defer_log=True)
     store = t._handle.store
     assert [p.snapshot_id for p in log_publish.pending_plans(store, "me")] == [mine]   # theirs may be publishing
     monkeypatch.setattr(log_publish, "ORPHAN_AFTER_MS", 0)   # pending that long: its writer is gone
@@ -156,12 +150,12 @@ def test_a_cached_producer_fenced_by_another_process_is_replaced(
     handle = t._handle
     assert handle.log is not None
     with TableWriter(t._write_target(), commit_user="q5") as session:
-        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
         [first] = log_publish.pending_plans(handle.store)
         log_publish.record_published(handle.store, first, _publish(t, first))   # its producer is now cached
         intruder = handle.log.new_writer(log_publish.transactional_id(t.name, "q5", 0))
         intruder.start()   # fences the cached producer
-        session.commit_prepared(_task_files(t, rows(row(100, "late"))), 2, defer_log=True)
+        session.commit_prepared(task_files(t, rows(row(100, "late"))), 2, defer_log=True)
     [second] = log_publish.pending_plans(handle.store)
     with caplog.at_level("INFO", logger="tablestore.log_publish"):
         log_publish.record_published(handle.store, second, _publish(t, second))
@@ -176,7 +170,7 @@ def test_records_published_before_their_offsets_are_recorded_read_as_their_commi
     after every recorded offset: they are compared with the table before the pending snapshot, not with it."""
     t = _table(tmp_path, kafka_bootstrap)
     with TableWriter(t._write_target(), commit_user="q6") as session:
-        session.commit_prepared(_task_files(t, DATA), 1, defer_log=True)
+        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
         session.compact(full=True)   # a snapshot after the pending one, as a concurrent compactor makes
     store = t._handle.store
     [plan] = log_publish.pending_plans(store)

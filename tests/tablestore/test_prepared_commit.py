@@ -10,7 +10,7 @@ import pytest
 
 import logstore
 import tablestore
-from log_helpers import SCHEMA, by_key, changes, drop_created_tables, kafka_catalog, row, rows
+from log_helpers import SCHEMA, by_key, changes, drop_created_tables, kafka_catalog, row, rows, task_files
 from tablestore.writer import TableWriter
 
 pytestmark = pytest.mark.kafka
@@ -30,13 +30,6 @@ def _table(tmp_path: Path, bootstrap: str, **options: str) -> tablestore.Table:
                             options={"bucket": "2", "log.changelog-mode": "all", **options})
 
 
-def _task_files(t: tablestore.Table, data: object) -> list:  # type: ignore[type-arg]
-    """What an executor task hands the driver: the files of `data`, written on the latest snapshot."""
-    store = t._handle.store
-    writer = store.new_write(store.live_files(store.snapshots.latest()))
-    writer.write(writer.conform(data), None, conformed=True)  # type: ignore[arg-type]
-    return writer.prepare_commit()
-
 
 def _log(t: tablestore.Table) -> list[tuple[str, dict]]:  # type: ignore[type-arg]
     return changes(t.read_changes(scan="from-timestamp", timestamp_ms=0, timeout_s=1.0, normalize=False))
@@ -51,11 +44,11 @@ def test_prepared_files_reach_the_log_once_and_a_replay_is_recognised(tmp_path: 
     first = rows(row(1, "a"), row(2, "b"), row(1, "a2"))
     session = TableWriter(t._write_target(), commit_user="query-1", transactional_id="tx-query-1")
     with session:
-        sid = session.commit_prepared(_task_files(t, first), 1)
+        sid = session.commit_prepared(task_files(t, first), 1)
     assert by_key(t.read()) == by_key(rows(row(1, "a2"), row(2, "b")))
     assert sorted((k, r["id"], r["name"]) for k, r in _log(t)) == [("+I", 1, "a2"), ("+I", 2, "b")]
     files = _data_files(t)
-    replay = _task_files(t, first)
+    replay = task_files(t, first)
     with TableWriter(t._write_target(), commit_user="query-1", transactional_id="tx-query-1") as again:
         assert again.commit_prepared(replay, 1) == sid
     assert _data_files(t) == files  # the replay's files are deleted
@@ -73,20 +66,20 @@ def test_a_log_transaction_lost_after_the_snapshot_is_produced_again(
 
     monkeypatch.setattr(logstore.LogWriter, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
-        zombie.commit_prepared(_task_files(t, data), 1)
+        zombie.commit_prepared(task_files(t, data), 1)
     monkeypatch.undo()
     assert by_key(t.read()) == by_key(data)  # the snapshot is in, the transaction open
     assert _log(t) == []
     latest_before = t.latest_snapshot_id()
     with TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2") as restarted:
-        restarted.commit_prepared(_task_files(t, data), 1)  # the replayed batch
+        restarted.commit_prepared(task_files(t, data), 1)  # the replayed batch
     assert sorted(r["id"] for _, r in _log(t)) == [1, 2, 3]
     # a `full` reader from now on: the snapshot, then the log after the records produced again: no duplicate
     full = changes(t.read_changes(scan="full", timeout_s=1.0))
     assert sorted(r["id"] for _, r in full) == [1, 2, 3]
     assert t.latest_snapshot_id() == (latest_before or 0) + 1  # a log-only snapshot
     with TableWriter(t._write_target(), commit_user="query-2", transactional_id="tx-query-2") as third:
-        third.commit_prepared(_task_files(t, data), 1)  # replayed again: the log is complete now
+        third.commit_prepared(task_files(t, data), 1)  # replayed again: the log is complete now
     assert len(_log(t)) == 3
 
 
@@ -94,7 +87,7 @@ def test_eventual_consistency_prepared_files_reach_the_log(tmp_path: Path, kafka
     t = _table(tmp_path, kafka_bootstrap, **{"log.consistency": "eventual", "log.changelog-mode": "upsert"})
     data = rows(row(1, "a"), row(2, "b"))
     with TableWriter(t._write_target(), commit_user="query-3") as session:
-        sid = session.commit_prepared(_task_files(t, data), 1)
+        sid = session.commit_prepared(task_files(t, data), 1)
         assert sid is not None and not session.recover_log(sid)  # nothing to repair: flushed before the snapshot
     assert sorted(r["id"] for _, r in _log(t)) == [1, 2]
     assert by_key(t.read()) == by_key(data)
