@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -30,6 +30,32 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 
 
+def _job_with_a_kill(cmd: list[str], tmp_path: Path, ready: Callable[[], bool], kill: Callable[[], None],
+                     waiting_for: str) -> dict[str, Any]:
+    """Run a job script (its RESULT line is JSON) with the cluster; once `ready()`, `kill()` (kill -9 of an
+    executor); the job must still end well. Its result."""
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(cmd, stdout=o, stderr=e, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not ready():
+            assert proc.poll() is None, err.read_text()[-4000:]
+            assert time.monotonic() < deadline, f"no {waiting_for}"
+            time.sleep(0.2)
+        kill()
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 0, err.read_text()[-6000:]
+    result: dict[str, Any] = json.loads(
+        next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    return result
+
+
 @pytest.mark.timeout(900)
 def test_the_s3_job_runs_on_a_standalone_cluster(
     spark_cluster: SparkCluster, s3_warehouse: str, s3_server: S3Server, tmp_path: Path
@@ -45,29 +71,16 @@ def test_an_executor_killed_in_the_middle_of_a_write_leaves_every_row_once(
 ) -> None:
     from cluster_write_job import ROWS
 
-    out, err = tmp_path / "job.out", tmp_path / "job.err"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
-    cmd = [sys.executable, str(HERE / "cluster_write_job.py"), s3_warehouse, spark_cluster.master_url,
-           json.dumps(s3_server.catalog_options()), str(tmp_path)]
-    with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(cmd, stdout=o, stderr=e, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not list(tmp_path.glob("started-*")):   # a task is running: its executor goes
-            assert proc.poll() is None, err.read_text()[-4000:]
-            assert time.monotonic() < deadline, "no task started"
-            time.sleep(0.2)
+    def kill() -> None:
         time.sleep(1.0)
         victims = spark_cluster.executor_pids()
         assert len(victims) == 2
         os.kill(victims[0], signal.SIGKILL)
-        code = proc.wait(timeout=600)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert code == 0, err.read_text()[-6000:]
-    seen = json.loads(next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+
+    cmd = [sys.executable, str(HERE / "cluster_write_job.py"), s3_warehouse, spark_cluster.master_url,
+           json.dumps(s3_server.catalog_options()), str(tmp_path)]
+    seen = _job_with_a_kill(cmd, tmp_path, lambda: bool(list(tmp_path.glob("started-*"))), kill,
+                            "task started")   # a task is running: its executor goes
     assert list(tmp_path.glob("started-*-1")), "no task was retried: the kill missed the running tasks"
     assert seen == {"rows": ROWS, "snapshots": ["APPEND"]}
     table = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options()).get_table("db.t")
@@ -137,18 +150,8 @@ def test_an_executor_killed_while_producing_the_log_leaves_every_change_once(
     from cluster_log_job import BUCKETS, ROWS
 
     marker = tmp_path / "fault"
-    out, err = tmp_path / "job.out", tmp_path / "job.err"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
-    cmd = [sys.executable, str(HERE / "cluster_log_job.py"), str(tmp_path / "wh"), spark_cluster.master_url,
-           kafka_bootstrap, f"log-bucket-producing@1:{marker}"]
-    with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(cmd, stdout=o, stderr=e, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists() or not marker.read_text().strip():
-            assert proc.poll() is None, err.read_text()[-4000:]
-            assert time.monotonic() < deadline, "no log task reached its fault point"
-            time.sleep(0.2)
+
+    def kill() -> None:
         worker = int(marker.read_text().split()[1])   # the Python worker holding the open transaction
         executors = set(spark_cluster.executor_pids())
         ancestor = worker
@@ -157,13 +160,11 @@ def test_an_executor_killed_while_producing_the_log_leaves_every_change_once(
         assert ancestor in executors, "the log task did not run in an executor"
         os.kill(ancestor, signal.SIGKILL)   # kill -9 of the task's executor
         os.kill(worker, signal.SIGKILL)     # and its Python worker, which would sleep on
-        code = proc.wait(timeout=600)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert code == 0, err.read_text()[-6000:]
-    seen = json.loads(next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+
+    cmd = [sys.executable, str(HERE / "cluster_log_job.py"), str(tmp_path / "wh"), spark_cluster.master_url,
+           kafka_bootstrap, f"log-bucket-producing@1:{marker}"]
+    seen = _job_with_a_kill(cmd, tmp_path, lambda: marker.exists() and bool(marker.read_text().strip()), kill,
+                            "log task reached its fault point")
     assert seen["rows"] == ROWS and seen["pending"] == []
     assert seen["snapshots"][:2] == ["APPEND", "COMPACT"]   # the data, then the log-only snapshot of its offsets
     records = _committed_records(kafka_bootstrap, str(seen["topic"]), BUCKETS)
