@@ -91,6 +91,15 @@ def _translate(f: Any, schema: pa.Schema) -> tuple[pc.Expression, bool] | None:
     return None
 
 
+def columns_of(f: Any) -> set[str]:
+    """The top-level columns one pushed filter names."""
+    from pyspark.sql import datasource as D
+
+    if isinstance(f, D.Not):
+        return columns_of(f.child)
+    return {f.attribute[0]} if getattr(f, "attribute", ()) else set()
+
+
 def _conjunction(terms: Sequence[pc.Expression]) -> pc.Expression | None:
     if not terms:
         return None

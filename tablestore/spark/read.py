@@ -1,7 +1,8 @@
 """Batch reads of the `managed` data source: plan on the driver, merge-read on executors, Arrow end to end.
 
 1. `pushFilters` (driver-side worker, only when a query has filters) translates Spark's filters
-   (`tablestore.spark.filters`): all of them prune, the exact ones are applied in Arrow and leave Spark's plan.
+   (`tablestore.spark.filters`): all of them prune, the exact ones are applied in Arrow and leave Spark's plan
+   (unless the JVM reads raw splits, step 4: then Spark applies every filter to the rows).
 2. `partitions` resolves ONE snapshot (the latest, or `snapshot-id` / `timestamp-ms`) and plans its splits with
    the pruning filter: one input partition per (partition, bucket). Every task reads that snapshot's files,
    so a read of a table being written sees one snapshot.
@@ -10,11 +11,14 @@
    deletes is read without a merge: `SplitRead` decides that, the same for every reader (Python API, compaction).
 4. Around the Python worker: when the JVM provider (the tablestore Spark jar) plans the scan, it passes a file path
    in the option `RAW_PLAN_OPTION`. `partitions` then leaves out the splits Spark's own vectorized Parquet reader
-   can read as they are (`SplitRead.plain_files`: one sorted run, no deletes, no filter to apply; Parquet files on
+   can read as they are (`SplitRead.plain_files`: one sorted run, no deletes; Parquet files on
    the local disk, or on S3 (below); flat column types whose Parquet reading gives the table's Spark types) and
    writes them to that file as JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per
    split, in key order]}`. The JVM
    reads those splits itself (jvm/read/RawSplits.java, `RawSplitReader`) and the other `n` through this reader.
+   A query's filters go to the JVM's reader as a Parquet predicate (jvm/read/ParquetPredicates.java), which skips
+   the row groups and pages their statistics rule out (files are sorted by key: a key range reads a few), and
+   `pushFilters` hands every filter back to Spark, which applies them to the rows.
    A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
@@ -33,7 +37,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from filestore import Split
 from tablestore.spark.source_options import TableRef, int_option, table_ref
-from tablestore.spark.filters import translate
+from tablestore.spark.filters import columns_of, translate
 from tablestore.spark.s3a import JVM_S3A_OPTION, hadoop_options, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
 
@@ -70,6 +74,7 @@ class ManagedReader(DataSourceReader):
         self.snapshot_id = int_option(options, "snapshot-id", self.ref.identifier)
         self.timestamp_ms = int_option(options, "timestamp-ms", self.ref.identifier)
         table_schema: pa.Schema = handle.schema.arrow_schema
+        self.partition_keys = set(handle.schema.partition_keys)
         names = [f.name for f in schema]
         # a query planned before columns were added reads the columns it planned (added columns come last)
         if names != table_schema.names[:len(names)] or not names:
@@ -88,8 +93,12 @@ class ManagedReader(DataSourceReader):
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         done = translate(filters, self.table_schema)
         self.prune, self.exact = done.prune, done.exact
-        for i in done.kept:
-            yield filters[i]
+        kept = set(done.kept)
+        for i, f in enumerate(filters):
+            # raw splits are read by row group (the JVM skips the groups the filters rule out): Spark filters their
+            # rows, except by partition values (the plan has only the matching partitions' files)
+            if i in kept or (self.raw_plan is not None and not columns_of(f) <= self.partition_keys):
+                yield f
 
     def partitions(self) -> Sequence[InputPartition]:
         from tablestore.spark.profiling import profiled
@@ -113,7 +122,7 @@ class ManagedReader(DataSourceReader):
     def _raw_splits(self, store: "FileStore", splits: Sequence[Split]) -> tuple[list[list[str]], list[Split]]:
         """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs),
         and the others."""
-        if (self.exact is not None or store.options.file_format != "parquet"
+        if (store.options.file_format != "parquet"
                 or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
                         or (store.io.object_store and self.jvm_s3a))
                 or not all(_raw_readable(f.type) for f in self.table_schema)):

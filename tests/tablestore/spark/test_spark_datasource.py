@@ -95,7 +95,7 @@ def test_splits_without_a_merge_are_read_by_spark_s_parquet_reader_with_the_same
     got, plan = read()   # the splits that now need a merge go through Python, the others not: rows
     assert got == _sorted([tuple(r.values()) for r in table.read().to_pylist()])
     assert "ColumnarToRow" not in plan and len(got) == 39
-    filtered = _load(spark, tmp_path, table).filter("id < 10").collect()   # an exact pushed filter: all in Python
+    filtered = _load(spark, tmp_path, table).filter("id < 10").collect()   # raw splits by row group, the rest in Python
     assert _sorted(filtered) == [r for r in got if r[0] < 10]
 
 
@@ -106,7 +106,9 @@ def test_pushed_filters_prune_partitions_and_leave_spark_s_plan(spark: Any, tmp_
     df = _load(spark, tmp_path, table).filter("part = 'x' AND id > 20 AND v > 0.5")
     plan = df._jdf.queryExecution().executedPlan().toString()
     spark_filter = " ".join(line for line in plan.splitlines() if "Filter (" in line)
-    assert "v#" in spark_filter and "part#" not in spark_filter and "id#" not in spark_filter   # v stays with Spark
+    # the partition filter leaves Spark's plan (only partition x's files are read); v and id stay: the raw splits
+    # (Spark's Parquet reader) skip row groups by them and Spark filters the rows
+    assert "v#" in spark_filter and "id#" in spark_filter and "part#" not in spark_filter
     assert df.rdd.getNumPartitions() == 2   # the splits of partition x only (2 buckets), not all 6
     assert sorted(r.id for r in df.collect()) == [21, 24, 27]
 

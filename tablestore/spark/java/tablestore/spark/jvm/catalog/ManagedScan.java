@@ -82,6 +82,7 @@ final class ManagedScan {
         private final RawSplits.RawPlan rawPlan = RawSplits.RawPlan.create();
         private boolean rowKind = false;
         private Filter[] pushed = new Filter[0];
+        private Filter[] onData = new Filter[0];
 
         Builder(StructType schema, Transform[] partitioning, CaseInsensitiveStringMap options) {
             this.schema = schema;
@@ -109,6 +110,7 @@ final class ManagedScan {
             if (!(python instanceof SupportsPushDownFilters)) {
                 return filters;
             }
+            this.onData = onData.toArray(new Filter[0]);   // the raw splits skip row groups by them
             kept.addAll(Arrays.asList(((SupportsPushDownFilters) python).pushFilters(onData.toArray(new Filter[0]))));
             pushed = ((SupportsPushDownFilters) python).pushedFilters();
             return kept.toArray(new Filter[0]);
@@ -146,7 +148,7 @@ final class ManagedScan {
 
         @Override
         public Batch toBatch() {
-            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan);
+            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan, builder.onData);
             if (!builder.rowKind) {
                 return batch;
             }

@@ -137,6 +137,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
     private final class Builder implements SupportsPushDownFilters {
         private final ScanBuilder python;
+        private Filter[] filters = new Filter[0];
 
         Builder(ScanBuilder python) {
             this.python = python;
@@ -144,6 +145,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
         @Override
         public Filter[] pushFilters(Filter[] filters) {
+            this.filters = filters;   // the raw splits skip row groups by them (Spark applies them to the rows)
             return ((SupportsPushDownFilters) python).pushFilters(filters);
         }
 
@@ -154,15 +156,17 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
         @Override
         public Scan build() {
-            return new ProviderScan(python.build());
+            return new ProviderScan(python.build(), filters);
         }
     }
 
     private final class ProviderScan implements Scan {
         private final Scan python;
+        private final Filter[] filters;
 
-        ProviderScan(Scan python) {
+        ProviderScan(Scan python, Filter[] filters) {
             this.python = python;
+            this.filters = filters;
         }
 
         @Override
@@ -177,7 +181,7 @@ public final class ProviderTable implements SupportsRead, SupportsWrite {
 
         @Override
         public Batch toBatch() {
-            return RawSplits.withRawSplits(python.toBatch(), python.readSchema(), plan);
+            return RawSplits.withRawSplits(python.toBatch(), python.readSchema(), plan, filters);
         }
 
         @Override

@@ -35,6 +35,7 @@ import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
+import org.apache.parquet.filter2.predicate.FilterPredicate;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -116,19 +117,29 @@ public final class RawSplits {
      * handed over read by Spark's vectorized Parquet reader (for JVM callers with scans of their own: the catalog).
      */
     public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan) {
-        return new RawSplitBatch(python, schema, plan);
+        return withRawSplits(python, schema, plan, new Filter[0]);
+    }
+
+    /**
+     * The same, the raw splits skipping the row groups and pages that {@code filters} (the scan's pushed filters,
+     * which Spark still applies to the rows) rule out by their statistics ({@link ParquetPredicates}).
+     */
+    public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan, Filter[] filters) {
+        return new RawSplitBatch(python, schema, plan, ParquetPredicates.of(filters, schema));
     }
 
     private static final class RawSplitBatch implements Batch {
         private final Batch python;
         private final StructType schema;
         private final RawPlan plan;
+        private final FilterPredicate filter;
         private boolean columnar;
 
-        RawSplitBatch(Batch python, StructType schema, RawPlan plan) {
+        RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter) {
             this.python = python;
             this.schema = schema;
             this.plan = plan;
+            this.filter = filter;
         }
 
         @Override
@@ -148,7 +159,7 @@ public final class RawSplits {
             for (JsonNode files : raw.path("raw")) {
                 List<String> paths = new ArrayList<>();
                 files.forEach(f -> paths.add(f.asText()));
-                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0]), hadoop));
+                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0]), hadoop, filter));
             }
             columnar = out.stream().allMatch(p -> p instanceof RawSplit);
             return out.toArray(new InputPartition[0]);
@@ -162,17 +173,20 @@ public final class RawSplits {
 
     /**
      * A split Spark's Parquet reader reads: its files in key order (paths, or {@code s3a://} URLs), the table's
-     * columns, and the Hadoop settings its files' file system is opened with ({@link HadoopFiles}).
+     * columns, the Hadoop settings its files' file system is opened with ({@link HadoopFiles}), and the predicate
+     * whose row groups and pages it reads (null: all).
      */
     static final class RawSplit implements InputPartition {
         final String[] files;
         final String[] columns;
         final HashMap<String, String> hadoop;
+        final FilterPredicate filter;
 
-        RawSplit(String[] files, String[] columns, HashMap<String, String> hadoop) {
+        RawSplit(String[] files, String[] columns, HashMap<String, String> hadoop, FilterPredicate filter) {
             this.files = files;
             this.columns = columns;
             this.hadoop = hadoop;
+            this.filter = filter;
         }
     }
 
@@ -244,7 +258,11 @@ public final class RawSplits {
                 remoteOpened = true;
             }
             reader = new VectorizedParquetRecordReader(false, 4096);
-            reader.initialize(file, Arrays.asList(split.columns));
+            if (split.filter == null) {
+                reader.initialize(file, Arrays.asList(split.columns));
+            } else {
+                FilteredOpen.initialize(reader, file, schema, split.filter, split.hadoop);
+            }
             ColumnarBatch first = reader.resultBatch();
             for (int i = 0; i < schema.fields().length; i++) {
                 StructField want = schema.fields()[i];
