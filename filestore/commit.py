@@ -8,7 +8,9 @@ Protocol (one attempt; the whole attempt repeats when another writer publishes f
 3. Build the commit as a value (`_Delta`): files added, files deleted (the messages' deletions plus, for an
    overwrite, every live file in its scope), log offsets, kind. No side effects yet.
 4. Validate it against snapshot N in one place: every deleted file must be live in N, else CommitConflictError
-   (retrying cannot help; the caller must re-plan).
+   (retrying cannot help; the caller must re-plan). A commit whose rows were computed from an older snapshot P
+   (`planned_on`: a MERGE or UPDATE read its old rows there) also requires that no data commit after P touched a
+   bucket it writes, else ConcurrentUpdateError (its rows may rest on values that are gone: a lost update).
 5. Write the delta manifest and the manifest lists (new, uniquely named files: invisible until step 6).
 6. Publish `snapshot-(N+1)` with an exclusive create. Lost the race: delete the files of step 5, go to 1.
 A crash anywhere before 6 leaves only unreferenced files (orphans); after 6 the commit is complete.
@@ -21,7 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
-from filestore.errors import CommitConflictError, CommitRetriesExhaustedError, SequenceConflictError
+from filestore.errors import (CommitConflictError, CommitRetriesExhaustedError, ConcurrentUpdateError,
+                              SequenceConflictError)
 from filestore.live import LiveFiles
 from filestore.retry import RetryBudget
 from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
@@ -103,11 +106,14 @@ class FileStoreCommit:
         base: LiveFiles | None = None,
         log_pending: bool = False,
         log_published: int | None = None,
+        planned_on: int | None = None,
     ) -> CommitResult:
         """Like `commit`, with the live files after it. `base`: the live files of the snapshot the messages were
         written on; used as is while that snapshot is still the latest (no manifest is read then).
         `log_pending`: this snapshot's changes reach the log later (added to `Snapshot.log_pending`);
-        `log_published`: this (log-only) snapshot records the log of that pending snapshot (taken out of it)."""
+        `log_published`: this (log-only) snapshot records the log of that pending snapshot (taken out of it).
+        `planned_on`: the snapshot the messages' rows were computed from (0: the empty table before the first);
+        a data commit after it in a bucket they write fails this one (step 4)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
         budget = RetryBudget(self.store.options)
@@ -124,6 +130,8 @@ class FileStoreCommit:
             delta = self._build(messages, live, overwrite)
             if not delta.entries and not log_offsets and overwrite is None and log_published is None:
                 return CommitResult(None if latest is None else latest.id, base)
+            if planned_on is not None:
+                self._validate_unchanged(delta, planned_on, latest)
             self._validate(delta, live, kind)
             written: list[str] = []
             snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written,
@@ -196,6 +204,26 @@ class FileStoreCommit:
         })
         if tied:
             raise SequenceConflictError(self.store.table_name, tied)
+
+    def _validate_unchanged(self, delta: _Delta, planned_on: int, latest: Snapshot | None) -> None:
+        """4. (A write planned on an older snapshot.) No APPEND or OVERWRITE snapshot after `planned_on` adds or
+        deletes files in a (partition, bucket) this commit adds files to; a snapshot expired since counts as one
+        that did (it cannot be checked). Compactions change no row and pass."""
+        ours = {(e.partition, e.bucket) for e in delta.entries if e.kind == FileKind.ADD}
+        if latest is None or not ours:
+            return
+        snapshots, manifests = self.store.snapshots, self.store.manifests
+        for sid in range(planned_on + 1, latest.id + 1):
+            if not snapshots.exists(sid):
+                raise ConcurrentUpdateError(self.store.table_name, planned_on, sid, ["(expired)"])
+            s = snapshots.get(sid)
+            if s.commit_kind == CommitKind.COMPACT:
+                continue
+            touched = {(e.partition, e.bucket) for meta in manifests.read_manifest_list(s.delta_manifest_list)
+                       for e in manifests.read_manifest(meta.file_name)} & ours
+            if touched:
+                raise ConcurrentUpdateError(self.store.table_name, planned_on, sid,
+                                            sorted(f"{'/'.join(p) or '-'}:{b}" for p, b in touched))
 
     def _prepare_snapshot(
         self,

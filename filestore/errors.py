@@ -46,6 +46,24 @@ class SequenceConflictError(CommitConflictError):
         self.buckets = buckets
 
 
+class ConcurrentUpdateError(CommitConflictError):
+    """A write computed from snapshot `planned_on` (a MERGE or UPDATE: its old rows were read there) lost the race:
+    a later commit changed a bucket it writes, so its rows may rest on values that are gone (a lost update).
+    Nothing was committed; re-running the statement reads the latest snapshot."""
+
+    def __init__(self, table: str, planned_on: int, snapshot: int, buckets: list[str]) -> None:
+        FileStoreError.__init__(
+            self, f"commit conflict on table {table!r}: snapshot {snapshot} changed bucket(s) "
+            f"{', '.join(buckets[:5])} since snapshot {planned_on}, which this write's rows were read from; "
+            "nothing was committed: run it again (it then reads the latest snapshot)"
+        )
+        self.table = table
+        self.files = []
+        self.buckets = buckets
+        self.planned_on = planned_on
+        self.snapshot = snapshot
+
+
 class CommitRetriesExhaustedError(FileStoreError):
     """Other writers kept publishing first until the retry budget ran out."""
 

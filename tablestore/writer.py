@@ -139,14 +139,17 @@ class TableWriter:
         return self._publish(messages, ident, overwrite, log_writer)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
-                        overwrite: Overwrite = None, log: bool = True, defer_log: bool = False) -> int | None:
+                        overwrite: Overwrite = None, log: bool = True, defer_log: bool = False,
+                        planned_on: int | None = None) -> int | None:
         """Commit data files written elsewhere (Spark executor tasks) as this session's commit `identifier`, by the
         protocol of `commit()`: the tasks did step 1; step 2 produces the changes of the files (read back, see
         tablestore.prepared) to the log, unless `log` is False or this is an overwrite. `defer_log`: instead of
         step 2, the snapshot is published with its log pending, for the caller to have the buckets produced
         elsewhere (tablestore.log_publish: `pending_plans` lists it). Idempotent: when this (commit user,
         identifier) is already in, these files are deleted and the log is repaired if that commit's log
-        transaction was lost (`recover_log`; a pending log stays for the caller); its snapshot id is returned."""
+        transaction was lost (`recover_log`; a pending log stays for the caller); its snapshot id is returned.
+        `planned_on`: the snapshot the rows were computed from (a MERGE or UPDATE); a data commit since then in a
+        bucket these files are in fails this one with filestore.ConcurrentUpdateError (nothing committed)."""
         if self._file_writer is not None:
             raise TableStoreError(f"table {self.target.name!r}: commit the pending write first")
         self._last_identifier = max(self._last_identifier, identifier)
@@ -169,7 +172,8 @@ class TableWriter:
                 self._clean_up(list(messages), identifier, CommitKind.APPEND)
                 raise
         self._latest_live()
-        return self._publish(list(messages), identifier, overwrite, log_writer, log_pending=deferred)
+        return self._publish(list(messages), identifier, overwrite, log_writer, log_pending=deferred,
+                             planned_on=planned_on)
 
     def _producer(self) -> logstore.LogWriter:
         assert self.target.log is not None
@@ -222,7 +226,8 @@ class TableWriter:
         return True
 
     def _publish(self, messages: list[CommitMessage], ident: int, overwrite: Overwrite,
-                 log_writer: logstore.LogWriter | None, *, log_pending: bool = False) -> int | None:
+                 log_writer: logstore.LogWriter | None, *, log_pending: bool = False,
+                 planned_on: int | None = None) -> int | None:
         """Steps 2-5 of the protocol (see the module docstring); `log_pending`: the snapshot's log comes later
         (tablestore.log_publish)."""
         try:
@@ -234,7 +239,8 @@ class TableWriter:
             fault_point("before-snapshot")
             result = self._committer.publish(messages, identifier=ident, log_offsets=offsets,  # 3.
                                              overwrite=overwrite, base=self._live,
-                                             log_pending=log_pending and any(m.added for m in messages))
+                                             log_pending=log_pending and any(m.added for m in messages),
+                                             planned_on=planned_on)
         except BaseException:
             if log_writer is not None:
                 log_writer.abort()

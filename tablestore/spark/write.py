@@ -17,6 +17,9 @@ Protocol of one write job:
    overwrite), publishes one snapshot, commits the log, then compacts as every write does. A concurrent writer
    that committed to the same buckets since the base makes it fail with SequenceConflictError (re-run the job);
    an overwrite that lost files to a concurrent one, with CommitConflictError.
+A write whose rows were computed from a snapshot (SQL MERGE INTO and UPDATE: catalog/RowLevelRewrite.java) names it
+in `PLANNED_SNAPSHOT_OPTION`: the job writes on top of that snapshot instead of the latest, and its commit fails with
+ConcurrentUpdateError (nothing committed, a re-run is safe) if a data commit since then touched a bucket it writes.
 Streaming (`ManagedStreamWriter`): each micro-batch is one job as above, on the latest snapshot when its tasks
 start, committed as (commit user `spark-stream-<query id>`, identifier batch id + 1): see tablestore/spark/stream_write.py.
 
@@ -39,7 +42,7 @@ from filestore import BucketMismatchError, CommitMessage, FileStoreWrite, Overwr
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
 from tablestore.errors import TableStoreError
-from tablestore.spark.source_options import DataSourceOptionError, TableRef, table_ref
+from tablestore.spark.source_options import DataSourceOptionError, TableRef, int_option, table_ref
 from tablestore.spark.jvm_write import (PLAN_OPTION, JvmTaskCommit, commit_messages, data_file_paths, write_plan,
                                        write_plan_file)
 from tablestore.faults import fault_point
@@ -68,6 +71,9 @@ bucket p (a table without partition columns whose every bucket has its own task:
 then skips hashing its rows (the JVM twin of the bucket function already did, differential-tested); a sample of
 each chunk is still hashed, and a row of another bucket fails the task (SparkWriteError) rather than landing in
 the wrong bucket (FileStoreWrite's `bucket=`). Streaming writes ignore it."""
+PLANNED_SNAPSHOT_OPTION = "__planned-snapshot-id"
+"""Write option set by the SQL MERGE INTO / UPDATE rewrite (catalog/RowLevelRewrite.java, the same constant): the
+snapshot the rows were read from (0: the table had none), which the write is based on and checked against."""
 
 
 class SparkWriteError(TableStoreError):
@@ -127,7 +133,13 @@ class ManagedWriter(DataSourceArrowWriter):
         # what a write session opened on this table depends on (see stream_write._SESSIONS)
         self.table_state = (self.ref, handle.store.paths.root, tuple(sorted(dict(handle.options.raw).items())),
                             handle.store.schema.id, handle.log.options.topic if handle.log is not None else None)
-        base = handle.store.snapshots.latest()
+        planned = int_option(options, PLANNED_SNAPSHOT_OPTION, table)
+        self.planned_on: int | None = planned
+        if planned is not None and overwrite:
+            raise DataSourceOptionError(f"table {table!r}: {PLANNED_SNAPSHOT_OPTION} is for appends only")
+        base = handle.store.snapshots.latest() if not planned else handle.store.snapshots.get(planned)
+        if planned == 0:
+            base = None
         self.base_snapshot_id = None if base is None else base.id
         self.plan_schema_id = handle.store.schema.id   # the JVM tasks write the columns of this schema
         self.commit_user = f"spark-{uuid.uuid4()}"
@@ -236,7 +248,7 @@ class ManagedWriter(DataSourceArrowWriter):
         snapshot's log is left pending and the plans of the table's pending logs go to the JVM's file."""
         deferred = self.log_plan_file is not None and self.change_tracking
         session.commit_prepared(messages, identifier, overwrite=overwrite, log=self.change_tracking,
-                                defer_log=deferred)
+                                defer_log=deferred, planned_on=self.planned_on)
         if deferred:
             assert self.log_plan_file is not None
             write_plans(self.log_plan_file, self.ref, pending_plans(self.ref.handle().store, session.commit_user))

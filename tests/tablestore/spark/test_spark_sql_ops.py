@@ -1,12 +1,11 @@
 """Spark SQL operations on managed tables, from PySpark (the session of conftest, one database per test): the
 procedures (CALL managed.system.compact / expire_snapshots, SHOW PROCEDURES), DESCRIBE DETAIL and ALTER TABLE ...
-COMPACT (the SQL extension's rewrite), DELETE FROM, the system tables `t$snapshots` / `t$files`, and the analysis
-error of UPDATE / MERGE INTO."""
+COMPACT (the SQL extension's rewrite), DELETE FROM and the system tables `t$snapshots` / `t$files` (MERGE INTO and
+UPDATE: test_spark_sql_merge.py)."""
 from __future__ import annotations
 
 import datetime as dt
 import itertools
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -135,17 +134,6 @@ def test_delete_from_a_table_without_primary_key(spark: Any, db: str) -> None:
     spark.sql(f"INSERT INTO managed.{db}.events VALUES ('c', 3)")
     spark.sql(f"TRUNCATE TABLE managed.{db}.events")   # the same as DELETE without a condition
     assert rows(spark, f"SELECT k, v FROM managed.{db}.events") == []
-
-
-def test_update_and_merge_fail_with_the_reason_and_the_alternative(spark: Any, orders: str) -> None:
-    with pytest.raises(Exception, match=r"UPDATE is not supported on managed table .*INSERT INTO .* is an upsert"):
-        spark.sql(f"UPDATE managed.{orders} SET amount = 0 WHERE id = 1").collect()
-    spark.sql("SELECT 1 AS id, '2024-01-01' AS dt, CAST(5 AS DECIMAL(10,2)) AS amount").createOrReplaceTempView("src")
-    with pytest.raises(Exception, match=r"MERGE INTO is not supported on managed table .*INSERT INTO"):
-        spark.sql(f"MERGE INTO managed.{orders} t USING src s ON t.id = s.id AND t.dt = s.dt "
-                  f"WHEN MATCHED THEN UPDATE SET amount = s.amount WHEN NOT MATCHED THEN INSERT *").collect()
-    spark.sql(f"INSERT INTO managed.{orders} SELECT * FROM src")   # the alternative: an upsert by primary key
-    assert rows(spark, f"SELECT amount FROM managed.{orders} WHERE id = 1") == [{"amount": Decimal("5.00")}]
 
 
 def test_statements_resolve_names_in_the_current_catalog_and_database(spark: Any, orders: str) -> None:

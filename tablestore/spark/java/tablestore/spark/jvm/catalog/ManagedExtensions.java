@@ -12,8 +12,8 @@ import scala.runtime.BoxedUnit;
 
 /**
  * {@code spark.sql.extensions} of the managed catalog: SQL syntax beyond Spark's own grammar
- * ({@code DESCRIBE DETAIL}, {@code ALTER TABLE ... COMPACT}: {@link ManagedParser}), and the analysis error that
- * explains why UPDATE and MERGE INTO are not supported on managed tables ({@link RowLevelGuard}).
+ * ({@code DESCRIBE DETAIL}, {@code ALTER TABLE ... COMPACT}: {@link ManagedParser}), and MERGE INTO and UPDATE on
+ * managed tables, rewritten into a changelog write once resolved ({@link RowLevelRewrite}).
  */
 public class ManagedExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -27,7 +27,7 @@ public class ManagedExtensions extends AbstractFunction1<SparkSessionExtensions,
         extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
-                return new RowLevelGuard();
+                return new RowLevelRewrite();
             }
         });
         return BoxedUnit.UNIT;

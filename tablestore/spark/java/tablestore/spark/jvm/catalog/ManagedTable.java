@@ -48,8 +48,12 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
     private final Map<String, String> properties = new LinkedHashMap<>();
     private final Map<String, String> identity = new HashMap<>();
     private final Long snapshotId;
+    private final JsonNode meta;
+    private final Map<String, String> readOptions;
 
     ManagedTable(ManagedCatalog catalog, Identifier ident, JsonNode meta, Map<String, String> readOptions) {
+        this.meta = meta;
+        this.readOptions = readOptions;
         this.catalog = catalog;
         this.ident = ident;
         this.schema = (StructType) DataType.fromJson(meta.get("schema").asText());
@@ -141,6 +145,18 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
             refs[i] = Expressions.column(primaryKey.get(i));
         }
         return new Constraint[] {Constraint.primaryKey(ident.name() + "_pk", refs).enforced(false).rely(false).build()};
+    }
+
+    /** This table with its scans reading snapshot {@code id} (a MERGE's or UPDATE's read: RowLevelRewrite). */
+    ManagedTable readingSnapshot(long id) {
+        Map<String, String> read = new HashMap<>(readOptions);
+        read.put("snapshot-id", Long.toString(id));
+        return new ManagedTable(catalog, ident, meta, read);
+    }
+
+    /** The latest snapshot when this table object was loaded (null: empty table). */
+    Long loadedSnapshot() {
+        return snapshotId;
     }
 
     /** The snapshot this table object was loaded at (null: empty table). */

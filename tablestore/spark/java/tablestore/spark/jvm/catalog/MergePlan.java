@@ -1,0 +1,308 @@
+package tablestore.spark.jvm.catalog;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.And;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.CaseWhen;
+import org.apache.spark.sql.catalyst.expressions.Coalesce;
+import org.apache.spark.sql.catalyst.expressions.Concat;
+import org.apache.spark.sql.catalyst.expressions.EqualTo;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GreaterThan;
+import org.apache.spark.sql.catalyst.expressions.If;
+import org.apache.spark.sql.catalyst.expressions.IsNotNull;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.Not;
+import org.apache.spark.sql.catalyst.expressions.RaiseError;
+import org.apache.spark.sql.catalyst.expressions.RowFrame$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
+import org.apache.spark.sql.catalyst.expressions.UnboundedFollowing$;
+import org.apache.spark.sql.catalyst.expressions.UnboundedPreceding$;
+import org.apache.spark.sql.catalyst.expressions.WindowExpression;
+import org.apache.spark.sql.catalyst.expressions.WindowSpecDefinition;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Complete$;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
+import org.apache.spark.sql.catalyst.plans.FullOuter$;
+import org.apache.spark.sql.catalyst.plans.Inner$;
+import org.apache.spark.sql.catalyst.plans.JoinType;
+import org.apache.spark.sql.catalyst.plans.LeftOuter$;
+import org.apache.spark.sql.catalyst.plans.RightOuter$;
+import org.apache.spark.sql.catalyst.plans.logical.DeleteAction;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.InsertAction;
+import org.apache.spark.sql.catalyst.plans.logical.Join;
+import org.apache.spark.sql.catalyst.plans.logical.JoinHint;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.UpdateAction;
+import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.types.DataTypes;
+
+import scala.Option;
+import scala.Tuple2;
+
+/**
+ * MERGE INTO a managed table as one plan ({@link RowLevelRewrite} has the protocol):
+ * <pre>
+ *   target at the pinned snapshot (+ a marker)  JOIN  source (+ a marker)  ON the primary key
+ *     [a source row count per target row: more than one is an error naming the key]
+ *     Expand: per joined row the change of the first WHEN clause that holds, as rows of (columns, _row_kind):
+ *             MATCHED / NOT MATCHED BY SOURCE ... UPDATE: -U (old row), +U (new row); ... DELETE: -D (old row);
+ *             NOT MATCHED ... INSERT: +I; no clause: no row
+ * </pre>
+ * The join is inner with WHEN MATCHED clauses only, the target's outer side with WHEN NOT MATCHED (an insert),
+ * the source's with WHEN NOT MATCHED BY SOURCE, full with both. The ON condition must be exactly one equality per
+ * primary-key column with a value of the source: the changes are applied by key.
+ */
+final class MergePlan {
+    private MergePlan() {
+    }
+
+    static LogicalPlan rewrite(MergeIntoTable m, RowLevelRewrite.Target target) {
+        Map<String, Expression> bound = keyBinding(m, target);
+        Alias targetMark = Catalyst.alias(Literal.TrueLiteral(), "__merge_target_row");
+        Alias sourceMark = Catalyst.alias(Literal.TrueLiteral(), "__merge_source_row");
+        LogicalPlan left = new Project(withMark(m.targetTable().output(), targetMark), target.pinned());
+        LogicalPlan right = new Project(withMark(m.sourceTable().output(), sourceMark), m.sourceTable());
+        boolean matched = !m.matchedActions().isEmpty();
+        boolean notMatched = !m.notMatchedActions().isEmpty();
+        boolean bySource = !m.notMatchedBySourceActions().isEmpty();
+        JoinType type = bySource ? (notMatched ? FullOuter$.MODULE$ : LeftOuter$.MODULE$)
+            : (notMatched ? RightOuter$.MODULE$ : Inner$.MODULE$);
+        LogicalPlan rows = Catalyst.make(Join.class, left, right, type, Option.apply(m.mergeCondition()),
+            JoinHint.NONE());
+        Expression hasTarget = new IsNotNull(targetMark.toAttribute().withNullability(true));
+        Expression hasSource = new IsNotNull(sourceMark.toAttribute().withNullability(true));
+        Clauses c = new Clauses(target, bound);
+        c.isMatched = new And(hasTarget, hasSource);
+        c.isNotMatched = new And(hasSource, new Not(hasTarget));
+        c.isBySource = new And(hasTarget, new Not(hasSource));
+        if (matched) {
+            rows = checkCardinality(target, bound, rows, sourceMark.toAttribute().withNullability(true),
+                c.isMatched, bySource);
+        }
+        for (MergeAction a : Catalyst.list(m.matchedActions())) {
+            c.add(a, c.isMatched, "WHEN MATCHED");
+        }
+        for (MergeAction a : Catalyst.list(m.notMatchedActions())) {
+            c.add(a, c.isNotMatched, "WHEN NOT MATCHED");
+        }
+        for (MergeAction a : Catalyst.list(m.notMatchedBySourceActions())) {
+            c.add(a, c.isBySource, "WHEN NOT MATCHED BY SOURCE");
+        }
+        return target.write(c.plan(rows));
+    }
+
+    private static scala.collection.immutable.Seq<NamedExpression> withMark(
+            scala.collection.immutable.Seq<Attribute> output, Alias mark) {
+        List<NamedExpression> out = new ArrayList<>(Catalyst.list(output));
+        out.add(mark);
+        return Catalyst.seq(out);
+    }
+
+    /** Key column (lower case) -> the source value the ON condition equates it with; anything else refused. */
+    static Map<String, Expression> keyBinding(MergeIntoTable m, RowLevelRewrite.Target target) {
+        AttributeSet targetColumns = m.targetTable().outputSet();
+        Map<String, Expression> bound = new LinkedHashMap<>();
+        String keys = String.join(", ", target.table().primaryKey());
+        for (Expression c : conjuncts(m.mergeCondition())) {
+            if (c instanceof EqualTo eq) {
+                Attribute key = keyColumn(eq.left(), target, targetColumns);
+                Expression value = eq.right();
+                if (key == null || !onlySource(value, targetColumns)) {
+                    key = keyColumn(eq.right(), target, targetColumns);
+                    value = eq.left();
+                }
+                String column = key == null ? null : key.name().toLowerCase(Locale.ROOT);
+                if (key != null && onlySource(value, targetColumns) && !bound.containsKey(column)) {
+                    bound.put(column, value);
+                    continue;
+                }
+            }
+            throw target.error("the ON condition must bind the whole primary key (" + keys + ") with one "
+                + "equality per key column to a source value (t.k = s.k AND ...) and nothing else; " + c.sql()
+                + " is not such an equality. The statement's changes are applied by primary key; put other "
+                + "conditions in the WHEN clauses (WHEN MATCHED AND ... THEN ...)");
+        }
+        List<String> missing = new ArrayList<>();
+        for (String k : target.table().primaryKey()) {
+            if (!bound.containsKey(k.toLowerCase(Locale.ROOT))) {
+                missing.add(k);
+            }
+        }
+        if (!missing.isEmpty()) {
+            throw target.error("the ON condition must bind the whole primary key (" + keys + ") with one equality "
+                + "per key column to a source value; it does not bind " + String.join(", ", missing)
+                + ": a source row must name exactly one target row");
+        }
+        return bound;
+    }
+
+    private static List<Expression> conjuncts(Expression e) {
+        List<Expression> out = new ArrayList<>();
+        if (e instanceof And and) {
+            out.addAll(conjuncts(and.left()));
+            out.addAll(conjuncts(and.right()));
+        } else {
+            out.add(e);
+        }
+        return out;
+    }
+
+    private static Attribute keyColumn(Expression e, RowLevelRewrite.Target target, AttributeSet targetColumns) {
+        Expression inner = RowLevelRewrite.strip(e);
+        if (inner instanceof Attribute a && targetColumns.contains(a) && target.isKey(a.name())) {
+            return a;
+        }
+        return null;
+    }
+
+    private static boolean onlySource(Expression e, AttributeSet targetColumns) {
+        for (Attribute a : Catalyst.list(e.references())) {
+            if (targetColumns.contains(a)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Spark's MERGE rule: a target row matched by more than one source row fails the statement, naming its key.
+     * The source rows per target row are counted over the join's own partitioning where it can be (the source's
+     * key values: rows without a target row there have distinct keys or no match), else over the key of either
+     * side (with WHEN NOT MATCHED BY SOURCE, whose target-only rows have no source key).
+     */
+    private static LogicalPlan checkCardinality(RowLevelRewrite.Target target, Map<String, Expression> bound,
+                                                LogicalPlan rows, Attribute sourceMark, Expression isMatched,
+                                                boolean bySource) {
+        List<Expression> partition = new ArrayList<>();
+        List<Expression> message = new ArrayList<>();
+        message.add(Catalyst.string("MERGE INTO " + target.name() + ": the target row with key "));
+        for (String k : target.table().primaryKey()) {
+            Attribute column = target.attribute(k);
+            Expression value = bound.get(k.toLowerCase(Locale.ROOT));
+            partition.add(bySource ? new Coalesce(Catalyst.seq(Catalyst.cast(value, column.dataType()), column))
+                : value);
+            if (message.size() > 1) {
+                message.add(Catalyst.string(", "));
+            }
+            message.add(Catalyst.string(column.name() + "="));
+            message.add(new Coalesce(Catalyst.seq(Catalyst.cast(column, DataTypes.StringType),
+                Catalyst.string("NULL"))));
+        }
+        message.add(Catalyst.string(" is matched by more than one source row: each target row may match at most "
+            + "one (Spark's MERGE rule; MERGE_CARDINALITY_VIOLATION); remove the duplicate source rows of that key"));
+        AggregateExpression count = Catalyst.make(AggregateExpression.class,
+            new Count(Catalyst.<Expression>seq(sourceMark)), Complete$.MODULE$, false);
+        WindowSpecDefinition spec = new WindowSpecDefinition(Catalyst.seq(partition), Catalyst.<SortOrder>seq(),
+            new SpecifiedWindowFrame(RowFrame$.MODULE$, UnboundedPreceding$.MODULE$, UnboundedFollowing$.MODULE$));
+        Alias matches = Catalyst.alias(new WindowExpression(count, spec), "__merge_matches");
+        LogicalPlan counted = Catalyst.make(Window.class, Catalyst.<NamedExpression>seq(matches),
+            Catalyst.seq(partition), Catalyst.<SortOrder>seq(), rows);
+        Expression duplicate = new And(isMatched,
+            new GreaterThan(matches.toAttribute(), Literal.create(1L, DataTypes.LongType)));
+        Expression fail = Catalyst.cast(new RaiseError(new Concat(Catalyst.seq(message))), DataTypes.BooleanType);
+        return new Filter(new If(duplicate, fail, Literal.TrueLiteral()), counted);
+    }
+
+    /** The WHEN clauses as the two projections of the Expand (first the old row or insert, then the new row). */
+    private static final class Clauses {
+        private final RowLevelRewrite.Target target;
+        private final Map<String, Expression> bound;
+        private final List<Attribute> columns;
+        private final List<Tuple2<Expression, Expression>> firstKind = new ArrayList<>();
+        private final List<Tuple2<Expression, Expression>> secondKind = new ArrayList<>();
+        private final List<List<Tuple2<Expression, Expression>>> firstValues = new ArrayList<>();
+        private final List<List<Tuple2<Expression, Expression>>> secondValues = new ArrayList<>();
+        private boolean updates = false;
+        Expression isMatched;
+        Expression isNotMatched;
+        Expression isBySource;
+
+        Clauses(RowLevelRewrite.Target target, Map<String, Expression> bound) {
+            this.target = target;
+            this.bound = bound;
+            this.columns = target.columns();
+            for (int i = 0; i < columns.size(); i++) {
+                firstValues.add(new ArrayList<>());
+                secondValues.add(new ArrayList<>());
+            }
+        }
+
+        void add(MergeAction action, Expression kind, String clause) {
+            Expression when = action.condition().isDefined() ? new And(kind, action.condition().get()) : kind;
+            Literal none = Catalyst.nullOf(DataTypes.StringType);
+            if (action instanceof DeleteAction) {
+                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("-D")));
+                secondKind.add(new Tuple2<>(when, none));
+            } else if (action instanceof UpdateAction u) {
+                Map<String, Expression> set = target.assigned(Catalyst.list(u.assignments()),
+                    kind == isMatched ? bound : Map.of(), clause + " ... UPDATE SET");
+                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("-U")));
+                secondKind.add(new Tuple2<>(when, RowLevelRewrite.kind("+U")));
+                for (int i = 0; i < columns.size(); i++) {
+                    Attribute column = columns.get(i);
+                    Expression value = set.get(column.name().toLowerCase(Locale.ROOT));
+                    secondValues.get(i).add(new Tuple2<>(when,
+                        value == null ? column : Catalyst.cast(value, column.dataType())));
+                }
+                updates = true;
+            } else if (action instanceof InsertAction ins) {
+                Map<String, Expression> set = new LinkedHashMap<>();
+                for (var a : Catalyst.list(ins.assignments())) {
+                    if (a.key() instanceof Attribute key) {
+                        set.put(key.name().toLowerCase(Locale.ROOT), a.value());
+                    }
+                }
+                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("+I")));
+                secondKind.add(new Tuple2<>(when, none));
+                for (int i = 0; i < columns.size(); i++) {
+                    Attribute column = columns.get(i);
+                    Expression value = set.get(column.name().toLowerCase(Locale.ROOT));
+                    firstValues.get(i).add(new Tuple2<>(when,
+                        value == null ? Catalyst.nullOf(column.dataType()) : Catalyst.cast(value, column.dataType())));
+                }
+            } else {
+                throw target.error(clause + ": " + action.sql() + " is not supported");
+            }
+        }
+
+        /** The change rows of {@code rows}: the Expand of both projections, rows of no clause dropped. */
+        LogicalPlan plan(LogicalPlan rows) {
+            List<Attribute> output = new ArrayList<>();
+            List<Expression> first = new ArrayList<>();
+            List<Expression> second = new ArrayList<>();
+            for (int i = 0; i < columns.size(); i++) {
+                Attribute column = columns.get(i);
+                output.add(Catalyst.attribute(column.name(), column.dataType()));
+                first.add(caseWhen(firstValues.get(i), column));
+                second.add(caseWhen(secondValues.get(i), column));
+            }
+            Attribute kind = Catalyst.attribute(ManagedScan.ROW_KIND, DataTypes.StringType);
+            output.add(kind);
+            first.add(caseWhen(firstKind, null));
+            second.add(caseWhen(secondKind, null));
+            List<List<Expression>> projections = updates ? List.of(first, second) : List.of(first);
+            return new Filter(new IsNotNull(kind), RowLevelRewrite.changeRows(projections, output, rows));
+        }
+
+        private static Expression caseWhen(List<Tuple2<Expression, Expression>> branches, Expression otherwise) {
+            if (branches.isEmpty()) {
+                return otherwise;
+            }
+            return new CaseWhen(Catalyst.seq(branches), Option.apply(otherwise));
+        }
+    }
+}
