@@ -30,6 +30,7 @@ from catalog.errors import (
 from catalog.evolution import evolve_schema
 from catalog.fs_options import environment_catalog_options, is_catalog_option, s3_settings
 from catalog.identifiers import check_name
+from catalog.merge_options import check_merge_options
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
 from filestore import (
@@ -179,6 +180,8 @@ class Catalog:
         log_options = log_store_options(TableOptions(stored), table_schema.has_primary_key)
         if log_options is not None:
             check_format_options(identifier, log_options, schema, table_schema.primary_keys)
+        check_merge_options(identifier, schema, table_schema.primary_keys, TableOptions(stored),
+                            has_log=log_options is not None)
         table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored,
                                    comment=comment)
         path = self._table_path(db, name)

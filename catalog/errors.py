@@ -57,3 +57,21 @@ class SchemaEvolutionError(InvalidTableError):
 def _schema_evolution_error(message: str, table: str, column: str, old_type: str | None,
                             new_type: str | None) -> SchemaEvolutionError:
     return SchemaEvolutionError(message, table=table, column=column, old_type=old_type, new_type=new_type)
+
+
+class MergeEngineOptionError(InvalidOptionError):
+    """A table's merge-engine options (`merge-engine`, `sequence.field`, `fields.<column>.aggregate-function`) do
+    not fit its schema: names the table, the option and the column concerned."""
+
+    def __init__(self, message: str, *, table: str, option: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+        self.option = option
+        self.column = column
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_merge_engine_option_error, (str(self), self.table, self.option, self.column))
+
+
+def _merge_engine_option_error(message: str, table: str, option: str, column: str | None) -> MergeEngineOptionError:
+    return MergeEngineOptionError(message, table=table, option=option, column=column)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar, cast
 
 from catalog.errors import InvalidOptionError
 from catalog.optiontypes import ConfigOption
-from filestore import FileStoreOptions
+from filestore import (AGGREGATE_FUNCTIONS, DEFAULT_AGGREGATE, ENGINES, RETRACTING, EngineName, FileStoreOptions,
+                       MergeEngine)
 
 SESSION_PREFIX = "table-storage."
 T = TypeVar("T")
@@ -221,6 +222,33 @@ UPSERT_MATERIALIZE_TTL: ConfigOption[int] = ConfigOption(
     min=0,
 )
 
+MERGE_ENGINE: ConfigOption[str] = ConfigOption(
+    "merge-engine", "enum", "deduplicate",
+    "How the rows of one primary key merge (fixed once the table is created): `deduplicate`, the newest row wins "
+    "and `-D` deletes the key; `partial-update`, each column takes the newest non-null value (a null keeps the "
+    "older one; `-U`/`-D` rows are refused); `aggregation`, each column aggregates with its "
+    "`fields.<column>.aggregate-function`; `first-row`, the first row of a key wins and later ones are dropped "
+    "(`-U`/`-D` rows are refused). Needs a primary key; a table whose engine is not `deduplicate` (or that has a "
+    "`sequence.field`) has no log (`log.system` `none`): its changes are read from its snapshots. See the "
+    "concepts page, \"Merge engines\".",
+    choices=ENGINES,
+)
+SEQUENCE_FIELD: ConfigOption[str] = ConfigOption(
+    "sequence.field", "string", None,
+    "A column, or several separated by commas, that orders the rows of one primary key instead of their arrival "
+    "(rows with equal values, or nulls, which come first, in arrival order). With `deduplicate`, the row with the "
+    "highest value wins; with `aggregation`, only the order-free functions (sum, count, max, min, bool_and, "
+    "bool_or, last_value). Not with `first-row` or `partial-update`. Fixed once the table is created.",
+)
+FIELDS: ConfigOption[str] = ConfigOption(
+    "fields", "map", None,
+    "Per-column options of the `aggregation` merge engine: `fields.<column>.aggregate-function` = "
+    + " / ".join(AGGREGATE_FUNCTIONS) + f" (default `{DEFAULT_AGGREGATE}`, as in Paimon); not on a primary-key "
+    "column. `-U`/`-D` rows retract from " + ", ".join(RETRACTING) + " (sum subtracts, count counts down, "
+    "last_value becomes null) and are refused by a write into a column of another function. count counts the "
+    "non-null values written (an integer column). Fixed once the table is created.",
+)
+
 ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
@@ -230,7 +258,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
-    UPSERT_MATERIALIZE_TTL,
+    UPSERT_MATERIALIZE_TTL, MERGE_ENGINE, SEQUENCE_FIELD, FIELDS,
 )
 
 
@@ -352,4 +380,22 @@ class TableOptions:
             compaction_max_size_amplification_percent=g(COMPACTION_MAX_SIZE_AMP),
             compaction_size_ratio=g(COMPACTION_SIZE_RATIO),
             write_only=g(WRITE_ONLY),
+            merge_engine=self.merge_engine(),
         )
+
+    def merge_engine(self) -> MergeEngine:
+        """The table's merge engine as the file store applies it (checked against the schema at creation:
+        catalog.merge_options)."""
+        functions = self.map_option(FIELDS)
+        aggregates = tuple(sorted((k[: -len(AGGREGATE_SUFFIX)], v.strip().lower()) for k, v in functions.items()
+                                  if k.endswith(AGGREGATE_SUFFIX)))
+        name = cast(EngineName, self.get(MERGE_ENGINE))  # one of ENGINES: the option's choices
+        return MergeEngine(name, sequence_fields(self.get_optional(SEQUENCE_FIELD)), aggregates)
+
+
+AGGREGATE_SUFFIX = ".aggregate-function"
+
+
+def sequence_fields(value: str | None) -> tuple[str, ...]:
+    """The columns of a `sequence.field` value ("a, b" -> ("a", "b"))."""
+    return tuple(c.strip() for c in (value or "").split(",") if c.strip())

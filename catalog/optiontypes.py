@@ -2,6 +2,7 @@
 session settings) and are parsed here, once, into typed values."""
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Callable, Generic, Literal, TypeVar
@@ -91,7 +92,9 @@ class ConfigOption(Generic[T]):
         except (ValueError, KeyError) as e:
             raise InvalidOptionError(f"option {self.key!r}: {e}") from None
         if self.choices and parsed not in self.choices:
-            raise InvalidOptionError(f"option {self.key!r}: {value!r} is not one of {', '.join(self.choices)}")
+            close = difflib.get_close_matches(str(parsed), self.choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidOptionError(f"option {self.key!r}: {value!r} is not one of {', '.join(self.choices)}{hint}")
         if isinstance(parsed, int) and not isinstance(parsed, bool) and (
             (self.min is not None and parsed < self.min) or (self.max is not None and parsed > self.max)
         ):

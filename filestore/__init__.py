@@ -16,6 +16,7 @@ from filestore.errors import (
     FileStoreError,
     InvalidWriteError,
     KeyCodecError,
+    RetractionNotSupportedError,
     SchemaMismatchError,
     SequenceConflictError,
     SnapshotNotFoundError,
@@ -27,6 +28,8 @@ from filestore.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from filestore.fileio import FileIO
 from filestore.objectstore import S3Settings, check_conditional_writes, is_s3
 from filestore.keycodec import KeyCodec
+from filestore.merge_engine import (AGGREGATE_FUNCTIONS, DEFAULT_AGGREGATE, ENGINES, ORDER_FREE, RETRACTING,
+                                    EngineName, MergeEngine, unsuitable_type)
 from filestore.live import LiveFiles
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
@@ -40,6 +43,7 @@ from filestore.paths import DEFAULT_PARTITION
 from filestore.write import FileStoreWrite
 
 __all__ = [
+    "AGGREGATE_FUNCTIONS",
     "BucketMismatchError",
     "CommitConflictError",
     "CommitKind",
@@ -49,8 +53,11 @@ __all__ = [
     "ConcurrentUpdateError",
     "ConditionalWriteUnsupportedError",
     "CorruptFileError",
+    "DEFAULT_AGGREGATE",
     "DEFAULT_PARTITION",
     "DataFileMeta",
+    "ENGINES",
+    "EngineName",
     "ExpireResult",
     "FileIO",
     "FileStore",
@@ -63,8 +70,12 @@ __all__ = [
     "KeyCodecError",
     "LiveFiles",
     "ManifestEntry",
+    "MergeEngine",
+    "ORDER_FREE",
     "Overwrite",
     "Partition",
+    "RETRACTING",
+    "RetractionNotSupportedError",
     "RetryBudget",
     "S3Settings",
     "SYSTEM_COLUMNS",
@@ -92,5 +103,6 @@ __all__ = [
     "render_partition_column",
     "sorted_run_counts",
     "sorted_runs",
+    "unsuitable_type",
     "widens",
 ]

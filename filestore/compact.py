@@ -83,7 +83,8 @@ def compact(
     def rewrite(plan: tuple[Partition, int, compact_pick.CompactUnit]) -> CommitMessage:
         partition, bucket, unit = plan
         split = Split(snapshot.id if snapshot else 0, partition, bucket, unit.files)
-        run = reader.read_run(split, final=unit.drop_deletes)
+        # a DELETE ordered by a sequence.field stays: a later-arriving row with a lower value must still lose to it
+        run = reader.read_run(split, final=unit.drop_deletes and not store.options.merge_engine.sequence_fields)
         added = writer.write_run(run, partition, bucket, level=unit.output_level)
         log.debug("compacted %s files of %s/%s into %s at level %s", len(unit.files), partition, bucket,
                   len(added), unit.output_level)

@@ -126,3 +126,22 @@ class TableDroppedError(FileStoreError):
 class ConditionalWriteUnsupportedError(FileStoreError):
     """The object store under a warehouse accepted a second exclusive create (`PUT` with `If-None-Match: *`) of one
     key: snapshots published there could silently overwrite one another, so the warehouse is refused."""
+
+
+class RetractionNotSupportedError(InvalidWriteError):
+    """A write holds `-U`/`-D` rows that the table's merge engine cannot apply (partial-update, first-row), or that
+    the aggregate function of one of its columns cannot retract (aggregation); nothing of that write is applied."""
+
+    def __init__(self, table: str, engine: str, column: str | None, function: str | None) -> None:
+        if column is None:
+            message = (f"table {table!r}: merge-engine {engine} does not accept -U/-D rows (only +I/+U); "
+                       "filter them out before writing, or use merge-engine deduplicate or aggregation")
+        else:
+            message = (f"table {table!r}: column {column!r} aggregates with {function}, which cannot retract -U/-D "
+                       "rows (sum, count and last_value can); filter them out before writing, or choose another "
+                       f"function with fields.{column}.aggregate-function")
+        super().__init__(message)
+        self.table = table
+        self.engine = engine
+        self.column = column
+        self.function = function

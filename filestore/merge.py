@@ -5,7 +5,8 @@ filestore.meta.ValueKind) and, for tables without a primary key, `_VALUE_COUNT` 
 
 Rules:
 - Primary-key table: per key the record with the highest sequence number wins; a winning DELETE removes the key.
-  Sequence numbers are unique per bucket, so the winner is unique.
+  Sequence numbers are unique per bucket, so the winner is unique. A table with another merge engine (or a
+  `sequence.field`) merges by filestore.merge_rules instead (filestore.merge_engine says what each engine does).
 - Table without a primary key: the key is the whole row, the value a count; records of equal rows apply in
   sequence order, each moving the count to max(0, count + delta) (ADD +n, DELETE -n): a retraction of a row that is
   not there is ignored (filestore.countmerge says why merges of any contiguous runs stay exact). A row with count n
@@ -30,34 +31,24 @@ import pyarrow.compute as pc
 
 from filestore.countmerge import fold_counts
 from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
+from filestore.merge_engine import MergeEngine
+from filestore.merge_keys import COUNT as COUNT  # re-exported: the record columns
+from filestore.merge_keys import KIND as KIND
+from filestore.merge_keys import SEQ as SEQ
+from filestore.merge_keys import first_of_each_key as _first_of_each_key
+from filestore.merge_rules import merge_by_engine
 from filestore.meta import ValueKind
 
-SEQ = "_SEQUENCE_NUMBER"
-KIND = "_VALUE_KIND"
-COUNT = "_VALUE_COUNT"
 
-
-def merge(records: pa.Table, key_columns: Sequence[str], *, primary_key: bool, final: bool) -> pa.Table:
+def merge(records: pa.Table, key_columns: Sequence[str], *, primary_key: bool, final: bool,
+          engine: MergeEngine | None = None) -> pa.Table:
+    """`engine`: the table's merge engine (None: deduplicate); any other than plain deduplication merges by
+    filestore.merge_rules."""
+    if primary_key and engine is not None and not engine.is_default:
+        return merge_by_engine(records, key_columns, engine, final=final)
     if primary_key:
         return merge_primary_key(records, key_columns, final=final)
     return merge_counts(records, key_columns, final=final)
-
-
-def _first_of_each_key(sorted_table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
-    n = sorted_table.num_rows
-    first = np.zeros(n, dtype=bool)
-    if n == 0:
-        return first
-    first[0] = True
-    for name in key_columns:
-        col = sorted_table.column(name)
-        differs = pc.not_equal(col.slice(1), col.slice(0, n - 1))
-        if pa.types.is_floating(col.type):  # NaN is one key, equal to itself (keys are normalized: filestore.coerce)
-            differs = pc.and_(differs, pc.invert(pc.and_(pc.is_nan(col.slice(1)), pc.is_nan(col.slice(0, n - 1)))))
-        # nulls only occur in whole-row keys: null vs null is the same key, null vs value a different one
-        null_change = pc.not_equal(pc.is_null(col.slice(1)), pc.is_null(col.slice(0, n - 1)))
-        first[1:] |= pc.or_kleene(pc.fill_null(differs, False), null_change).to_numpy(zero_copy_only=False)
-    return first
 
 
 def strictly_sorted(records: pa.Table, key_columns: Sequence[str]) -> bool:
@@ -145,19 +136,29 @@ def newest_run_winners(
     concatenation, which a stable sort of the keys keeps last among equal keys (few sorted runs are merged by
     numpy's stable sort in about a linear pass). Indices in key order; None when a run's keys are not strictly
     increasing (not a sorted run: the caller merges by sequence numbers)."""
-    start = 0
-    for length in run_lengths:
-        run = keys[start:start + length]
-        start += length
-        if length > 1 and not bool(np.all(run[1:] > run[:-1])):
-            return None
-    order = np.argsort(keys, kind="stable")
+    order = run_order(keys, run_lengths)
+    if order is None:
+        return None
     ordered = np.take(keys, order)
     last = np.ones(len(keys), dtype=bool)  # the last record of each key in key order: its newest
     np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
     if final and kinds is not None and kinds.any():
         last &= np.take(kinds, order) == int(ValueKind.ADD)
     return order if last.all() else order[last]
+
+
+def run_order(keys: np.ndarray, run_lengths: Sequence[int]) -> np.ndarray | None:
+    """Indices sorting records concatenated run after run, oldest run first (`run_lengths` records each), by key
+    and then by run: the order a key's records apply in (their sequence numbers' order). None when a run's keys are
+    not strictly increasing (not a sorted run)."""
+    start = 0
+    for length in run_lengths:
+        run = keys[start:start + length]
+        start += length
+        if length > 1 and not bool(np.all(run[1:] > run[:-1])):
+            return None
+    return np.argsort(keys, kind="stable")
+
 
 _FEW_DESCENTS = 1024
 

@@ -2,7 +2,9 @@
 `catalog.options`; the file store only ever sees this frozen value."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from filestore.merge_engine import MergeEngine
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class FileStoreOptions:
     commit_timeout_ms: int = 60_000  # retries go on while this time or the count is left
     commit_min_retry_wait_ms: int = 10
     commit_max_retry_wait_ms: int = 10_000
+    merge_engine: MergeEngine = field(default_factory=MergeEngine)  # fixed at creation: how a key's records merge
 
     @property
     def stop_trigger(self) -> int:

@@ -28,7 +28,8 @@ from filestore import compact_pick
 from filestore.errors import FileStoreError, SchemaMismatchError
 from filestore.evolution import project_to
 from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
-from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners
+from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners, run_order
+from filestore.merge_rules import merge_by_engine
 from filestore.meta import DataFileMeta, ValueKind
 from filestore.parallel import pool
 from filestore.scan import Split, check_filter
@@ -52,7 +53,8 @@ class SplitRead:
         self.filter = filter
         system = [SEQ, KIND] + ([] if store.schema.has_primary_key else [COUNT])
         # a filter may name any column: read them all then; otherwise the projection plus the key
-        needed = schema.names if filter is not None else _union(store.schema.key_columns, self.columns)
+        order = store.options.merge_engine.sequence_fields  # a merge by sequence.field orders by them
+        needed = schema.names if filter is not None else _union([*store.schema.key_columns, *order], self.columns)
         self._row_columns = [c for c in schema.names if c in set(needed)]
         self._file_columns = system + self._row_columns
         self.output_schema = pa.schema([schema.field(c) for c in self.columns])
@@ -97,7 +99,8 @@ class SplitRead:
         if by_run_order is not None:
             return by_run_order
         records = self.read_records(split, filter)
-        return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final)
+        return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final,
+                     engine=self.store.options.merge_engine)
 
     def plain_files(self, split: Split) -> tuple[DataFileMeta, ...] | None:
         """The split's files in key order when their row columns, read as they are, are exactly what `read` gives
@@ -143,7 +146,9 @@ class SplitRead:
         (filestore.merge.newest_run_winners). None when that does not apply: the caller merges by sequence number."""
         s = self.store.schema
         key = s.key_columns[0] if len(s.key_columns) == 1 else None
-        if key is None or not s.has_primary_key or not stored_as_signed_int(s.arrow_schema.field(key).type):
+        engine = self.store.options.merge_engine
+        if key is None or not s.has_primary_key or not stored_as_signed_int(s.arrow_schema.field(key).type) or (
+                engine.sequence_fields):  # run order is arrival order: not an order by sequence.field
             return None
         runs = _runs_oldest_first(compact_pick.sorted_runs(split.files))
         if runs is None:
@@ -161,10 +166,15 @@ class SplitRead:
         if keys.null_count:
             return None
         file_rows = iter([t.num_rows for t in tables])
+        run_lengths = [sum(next(file_rows) for _ in run.files) for run in runs]
+        if not engine.is_default:  # the engine's merge, in the order the runs give (no sequence numbers needed)
+            order = run_order(signed_int_values(keys.combine_chunks()), run_lengths)
+            all_kinds = np.concatenate(kinds)
+            if all_kinds.any() and KIND not in records.column_names:
+                records = records.append_column(KIND, pa.array(all_kinds, pa.int8()))
+            return None if order is None else merge_by_engine(records, [key], engine, final=final, order=order)
         winners = newest_run_winners(
-            signed_int_values(keys.combine_chunks()), [sum(next(file_rows) for _ in run.files) for run in runs],
-            np.concatenate(kinds), final=final,
-        )
+            signed_int_values(keys.combine_chunks()), run_lengths, np.concatenate(kinds), final=final)
         # the winners are indices into `records` by construction: Arrow's bounds check would only cost time
         return None if winners is None else pc.take(records, pa.array(winners), boundscheck=False)
 

@@ -4,7 +4,8 @@ Invariants:
 1. Within a bucket, sequence numbers grow in input order, starting above the bucket's highest committed one, so
    a later row for the same key wins (one writer per bucket at a time, as FLIP-188 prescribes).
 2. A memtable is flushed when its in-memory size passes `write-buffer-size` and at prepare-commit; a flush is
-   merged with the one merge function (non-final) and becomes one new sorted run at level 0.
+   merged with the one merge function (non-final, by the table's merge engine) and becomes one new sorted run at
+   level 0: each key once, already merged, so a bucket of one run reads without a merge whatever the engine.
 3. Nothing written here is visible until a commit publishes a snapshot naming the files.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from filestore.coerce import conform_table, normalize_keys
 from filestore.gather import GatherSource
 from filestore.errors import BucketMismatchError, InvalidWriteError, SchemaMismatchError
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
+from filestore.merge_engine import check_retractions, prepare_input
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
 from filestore.parallel import pool, pool_size, wait_all
 from filestore.partition import check_partition_names, render_partition_column
@@ -142,6 +144,11 @@ class FileStoreWrite:
         kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
         if kind_arr.shape != (n,):
             raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
+        engine = self.store.options.merge_engine
+        if self.schema.has_primary_key and not engine.is_default:
+            value_columns = [c for c in self.schema.arrow_schema.names if c not in self.schema.primary_keys]
+            check_retractions(self.store.table_name, engine, kind_arr, value_columns)
+            data = prepare_input(data, engine)
         buckets = self._buckets(data)
         group_codes = buckets  # int32; int64 once partitions are folded in
         dictionaries = []
@@ -222,9 +229,10 @@ class FileStoreWrite:
         flush the merge runs on the keys, sequence numbers and kinds alone, and the answer is the winning rows of
         the source in key order, not yet taken (the file writer takes them one row group at a time)."""
         keys = self.schema.key_columns
-        if not self.schema.has_primary_key or len(chunks) > 1:
+        engine = self.store.options.merge_engine
+        if not self.schema.has_primary_key or len(chunks) > 1 or not engine.is_default:
             records = pa.concat_tables([self._records(c) for c in chunks])
-            return merge(records, keys, primary_key=self.schema.has_primary_key, final=False)
+            return merge(records, keys, primary_key=self.schema.has_primary_key, final=False, engine=engine)
         (chunk,) = chunks
         seq = chunk.sequence_numbers()
         key_records = pa.table({SEQ: pa.array(seq), KIND: pa.array(chunk.kinds, pa.int8()),

@@ -49,6 +49,9 @@ def unusable_reason(store: "FileStore", jvm_s3a: bool = False) -> str | None:
     """Why the JVM writer cannot write `store`'s table (None: it can); `jvm_s3a`: the JVM has Hadoop's S3A (the
     write's option JVM_S3A_OPTION), so it writes a warehouse on S3 too."""
     schema = store.schema
+    engine = store.options.merge_engine
+    if not engine.is_default:  # BucketRunWriter keeps each key's last row: plain deduplication by arrival only
+        return f"merge-engine {engine.name}" + (" with a sequence.field" if engine.sequence_fields else "")
     if store.options.file_format != "parquet":
         return f"file.format is {store.options.file_format}"
     if schema.partition_keys:

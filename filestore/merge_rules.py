@@ -1,0 +1,172 @@
+"""The merge of a primary-key table whose merge engine is not plain deduplication (filestore.merge_engine says what
+each engine means): records -> sorted by (key, sequence.field, sequence number) -> one record per key.
+
+Vectorised: one sort of the key and order columns, then per column either a gather at an index per key (last,
+first, last non-null, first non-null: found by numpy `reduceat` over the key's positions) or an Arrow hash
+aggregation over the key's group number (sum, count, min, max, bool_and, bool_or). No per-row Python.
+
+The output is a sorted run: one record per key in key order, standing at the key's newest sequence number. A
+deduplicate winner keeps its value kind (a non-final merge keeps DELETE winners, a final one drops them); the other
+engines' records are ADD (their retractions were applied, or refused at write).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
+from filestore.merge_engine import MergeEngine
+from filestore.merge_keys import COUNT, KIND, SEQ, first_of_each_key
+from filestore.meta import ValueKind
+
+_ADD = int(ValueKind.ADD)
+_DELETE = int(ValueKind.DELETE)
+_HASH = {"sum": "sum", "count": "sum", "max": "max", "min": "min", "bool_and": "all", "bool_or": "any"}
+
+
+def merge_by_engine(records: pa.Table, key_columns: Sequence[str], engine: MergeEngine, *, final: bool,
+                    order: np.ndarray | None = None) -> pa.Table:
+    """`records` merged by `engine` (filestore.merge_engine). `order`: indices sorting them by (key, order) when the
+    caller knows them (records of runs concatenated oldest first, sorted stably by key: no SEQ needed, and then
+    the output has none either); else found from the key, `sequence.field` and SEQ columns. Without KIND every
+    record is an ADD."""
+    n = records.num_rows
+    if n == 0:
+        return records
+    records = records.combine_chunks()  # gathers from one chunk per column are many times faster
+    if order is None:
+        order = _order(records, key_columns, engine.sequence_fields)
+    starts = _starts(records, key_columns, order)
+    ends = np.append(starts[1:], n) - 1
+    kinds = np.take(records.column(KIND).to_numpy(), order) if KIND in records.column_names else np.zeros(n, np.int8)
+    if engine.name in ("deduplicate", "first-row"):
+        winners = order[ends if engine.name == "deduplicate" else starts]
+        if final:
+            winners = winners[kinds[ends if engine.name == "deduplicate" else starts] == _ADD]
+        return pc.take(records, pa.array(winners), boundscheck=False)  # indices into `records` by construction
+    retract = kinds == _DELETE
+    out: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for name in records.column_names:
+        column = records.column(name)
+        if name == SEQ:
+            out[name] = pa.array(np.maximum.reduceat(column.to_numpy()[order], starts), column.type)
+        elif name == KIND:
+            out[name] = pa.array(np.full(len(starts), _ADD, dtype=np.int8), column.type)
+        elif name in key_columns or name == COUNT:
+            out[name] = _gather(column, order[starts], np.zeros(len(starts), dtype=bool))
+        elif name in engine.sequence_fields:  # the newest record's: the merged record stands where it stood
+            out[name] = _gather(column, order[ends], np.zeros(len(starts), dtype=bool))
+        else:
+            out[name] = _aggregate(column, engine.function(name), order, starts, ends, retract)
+    return pa.table(out, schema=records.schema)
+
+
+def _starts(records: pa.Table, key_columns: Sequence[str], order: np.ndarray) -> np.ndarray:
+    """Where each key's records begin in `order`."""
+    if len(key_columns) == 1:
+        keys = records.column(key_columns[0])
+        if not keys.null_count and stored_as_signed_int(keys.type):
+            ordered = np.take(signed_int_values(keys.chunk(0)), order)
+            return np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return np.flatnonzero(first_of_each_key(records.select(list(key_columns)).take(pa.array(order)), key_columns))
+
+
+def _order(records: pa.Table, key_columns: Sequence[str], sequence_fields: Sequence[str]) -> np.ndarray:
+    """Indices sorting `records` by key, then `sequence_fields` (nulls first), then sequence number."""
+    seq = records.column(SEQ).to_numpy()
+    if len(key_columns) == 1 and not sequence_fields:
+        keys = records.column(key_columns[0])
+        if not keys.null_count and stored_as_signed_int(keys.type):
+            return np.lexsort((seq, signed_int_values(keys.combine_chunks())))
+    sort_keys = [(k, "ascending", "at_start") for k in [*key_columns, *sequence_fields, SEQ]]
+    table = records.select(list(dict.fromkeys([*key_columns, *sequence_fields, SEQ])))
+    return pc.sort_indices(table, sort_keys=sort_keys).to_numpy()
+
+
+def _aggregate(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               retract: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """One value per key of `column` (records in their original order; `order` sorts them by key and order)."""
+    if function == "last_value":  # a retraction as the newest record leaves null
+        return _gather(column, order[ends], retract[ends])
+    if function == "first_value":
+        return _gather(column, order[starts], np.zeros(len(starts), dtype=bool))
+    if function in _HASH and (found := _reduce(column, function, order, starts, retract)) is not None:
+        return found
+    if function in _HASH:
+        values = column.take(pa.array(order))
+        if retract.any():  # only retracting functions meet retractions (check_retractions): sum, count
+            values = pc.if_else(pa.array(retract), pc.negate(values), values)
+        group = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, len(order))))
+        options = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+        grouped = pa.table({"g": group, "v": values}).group_by("g", use_threads=False).aggregate(
+            [("v", _HASH[function], options)])
+        result = grouped.column(f"v_{_HASH[function]}")
+        ids = grouped.column("g").to_numpy()
+        if len(ids) > 1 and not bool((ids[1:] > ids[:-1]).all()):
+            result = result.take(pa.array(np.argsort(ids)))
+        return result.cast(column.type)
+    if column.null_count == 0 and function in ("last_non_null_value", "first_non_null_value"):
+        return _gather(column, order[ends if function == "last_non_null_value" else starts],
+                       np.zeros(len(starts), dtype=bool))
+    valid = np.take(pc.is_valid(column).to_numpy(zero_copy_only=False), order)
+    if function == "last_non_null_value":  # partial-update's rule for each column
+        last = _last_valid(valid, starts, ends)
+        found = last >= starts
+        return _gather(column, order[np.where(found, last, 0)], ~found)
+    if function == "first_non_null_value":  # the last valid one counting from the end
+        n = len(order)
+        earliest = n - 1 - _last_valid(valid[::-1], n - 1 - ends, n - 1 - starts)
+        found = earliest <= ends
+        return _gather(column, order[np.where(found, earliest, 0)], ~found)
+    raise ValueError(f"unknown aggregate function {function!r}")
+
+
+def _last_valid(valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per key (records `starts[i]..ends[i]`), the position of its last valid record; below `starts[i]` when it has
+    none. One running maximum (a sequential pass: several times faster than `reduceat` over many small keys)."""
+    positions = np.where(valid, np.arange(len(valid), dtype=np.int64), -1)
+    return np.maximum.accumulate(positions)[ends]
+
+
+def _reduce(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: np.ndarray,
+            retract: np.ndarray) -> pa.Array | None:
+    """`_aggregate`'s hash aggregations by numpy's `reduceat` over the keys' runs of records, for integer, floating
+    point and boolean columns (several times faster than Arrow's group-by); None for other types."""
+    t = column.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)) or pa.types.is_float16(t):
+        return None
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    absent = None  # keys without a non-null value: null
+    if array.null_count:
+        valid = np.take(pc.is_valid(array).to_numpy(zero_copy_only=False), order)
+        absent = _last_valid(valid, starts, np.append(starts[1:], len(order)) - 1) < starts
+    floating = pa.types.is_floating(t)
+    if pa.types.is_boolean(t):
+        values = np.take(pc.fill_null(array, function == "bool_and").to_numpy(zero_copy_only=False), order)
+        logical = np.logical_and if function == "bool_and" else np.logical_or
+        return pa.array(logical.reduceat(values, starts), t, mask=absent)
+    if function in ("sum", "count"):
+        numbers = np.take(pc.fill_null(array, 0).to_numpy(), order)
+        if retract.any():
+            numbers = np.where(retract, -numbers, numbers)
+        running = np.cumsum(numbers)  # a key's sum: the running sum at its end less the one before its start
+        ends = np.append(starts[1:], len(order)) - 1
+        return pa.array(running[ends] - running[starts] + numbers[starts], t, mask=absent)
+    pick = (np.fmax if floating else np.maximum) if function == "max" else (np.fmin if floating else np.minimum)
+    if floating:  # a null never wins: it reads as the type's least (max) or greatest (min) value
+        fill: float | int = -np.inf if function == "max" else np.inf
+    else:
+        bounds = np.iinfo(t.to_pandas_dtype())
+        fill = int(bounds.min if function == "max" else bounds.max)
+    numbers = np.take(pc.fill_null(array, pa.scalar(fill).cast(t, safe=False)).to_numpy(), order)
+    return pa.array(pick.reduceat(numbers, starts), t, mask=absent)
+
+
+def _gather(column: pa.ChunkedArray, rows: np.ndarray, null: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """`column` at `rows`, null where `null`."""
+    indices = pa.array(rows, mask=null) if null.any() else pa.array(rows)
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # a chunked take is far slower
+    return pc.take(array, indices, boundscheck=False)  # `rows` are positions in `column` by construction
