@@ -2,8 +2,9 @@
 each engine means): records -> sorted by (key, sequence.field, sequence number) -> one record per key.
 
 Vectorised: one sort of the key and order columns, then per column either a gather at an index per key (last,
-first, last non-null, first non-null: found by numpy `reduceat` over the key's positions) or an Arrow hash
-aggregation over the key's group number (sum, count, min, max, bool_and, bool_or). No per-row Python.
+first, last non-null, first non-null: found by a running maximum over the keys' positions) or a reduction over
+each key's records (sum, count, min, max, bool_and, bool_or: numpy's `reduceat`/`cumsum` for numbers and booleans,
+an Arrow hash aggregation over the key's group number for other types). No per-row Python.
 
 The output is a sorted run: one record per key in key order, standing at the key's newest sequence number. A
 deduplicate winner keeps its value kind (a non-final merge keeps DELETE winners, a final one drops them); the other
@@ -127,8 +128,11 @@ def _aggregate(column: pa.ChunkedArray, function: str, order: np.ndarray, starts
 def _last_valid(valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per key (records `starts[i]..ends[i]`), the position of its last valid record; below `starts[i]` when it has
     none. One running maximum (a sequential pass: several times faster than `reduceat` over many small keys)."""
-    positions = np.where(valid, np.arange(len(valid), dtype=np.int64), -1)
-    return np.maximum.accumulate(positions)[ends]
+    positions: np.ndarray = np.arange(len(valid), dtype=np.int32 if len(valid) < 2**31 else np.int64)  # narrow
+    np.multiply(positions, valid, out=positions)  # an invalid record's position becomes 0, then -1: below any start
+    np.subtract(positions, ~valid, out=positions)
+    np.maximum.accumulate(positions, out=positions)
+    return positions[ends]
 
 
 def _reduce(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: np.ndarray,
