@@ -11,28 +11,22 @@ ManagedProvider.java), which delegates everything to this Python source and tell
 schema of a streaming read (`CHANGES_OPTION`): `spark.readStream.format("managed").load("db.t")` then gets
 `_row_kind` + the table's columns without a schema.
 
-Options (Spark lowercases their keys):
-- the path (`load("db.t")` / `save("db.t")`) or `table`: the table identifier;
-- `warehouse`: where the catalog lives; default: the `TABLESTORE_WAREHOUSE` environment variable, which
-  `tablestore.spark.session(warehouse=...)` sets;
-- `table-storage.*`: catalog session options (see docs/options.md);
-- reads: `snapshot-id` or `timestamp-ms` (time travel);
-- writes: `overwrite-mode` = `static` (default: overwrite replaces the whole table), `dynamic` (only the
-  partitions the written rows are in) or `filter` (the partitions `overwrite-predicate` selects: Spark's predicate
-  as JSON, which the SQL catalog passes, tablestore/spark/predicates.py); `change-tracking` (default: the table's
-  option).
+Options (Spark lowercases their keys): `source_options.OPTIONS` declares every one a read, write or stream accepts
+(the table as the path or `table`, `warehouse`, `table-storage.*`, the catalog's `s3.*`, time travel, the stream
+and overwrite options, Spark's `checkpointLocation`); any other is refused by `check_options` (docs/spark.md).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tablestore.spark.source_options import (CHANGES_OPTION, NAME, WAREHOUSE_ENV, DataSourceOptionError, TableRef,
-                                             int_option, table_ref)
+from tablestore.spark.source_options import (CHANGES_OPTION, EVERY, NAME, OPTIONS, WAREHOUSE_ENV, DataSourceOptionError,
+                                             SourceOption, TableRef, check_options, int_option, table_ref)
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["CHANGES_OPTION", "NAME", "WAREHOUSE_ENV", "DataSourceOptionError", "TableRef", "int_option",
+__all__ = ["CHANGES_OPTION", "NAME", "OPTIONS", "WAREHOUSE_ENV", "DataSourceOptionError", "SourceOption", "TableRef",
+           "check_options", "int_option",
            "read_changes", "reader", "schema_of", "stream_reader", "stream_writer", "table_ref", "writer"]
 
 
@@ -44,8 +38,12 @@ def schema_of(options: Mapping[str, str]) -> "StructType":
 
     if log_publish.READ_OPTION in dict(options):   # the JVM's job producing a commit's log (spark/log_publish.py)
         return log_publish.publish_schema()
+    stream = str(dict(options).get(CHANGES_OPTION, "")).lower() == "true"
+    # Spark asks the schema of batch reads, writes and (without the jar's provider) streams alike: reader(),
+    # writer(), stream_reader() and stream_writer() check for their own use
+    check_options(options, *(("stream-read",) if stream else EVERY))
     ref = table_ref(options)
-    if str(dict(options).get(CHANGES_OPTION, "")).lower() == "true":
+    if stream:
         from tablestore.spark.stream_read import changes_schema
 
         return spark_schema(changes_schema(ref))
@@ -59,24 +57,28 @@ def reader(options: Mapping[str, str], schema: "StructType") -> Any:
     if log_publish.READ_OPTION in dict(options):
         return log_publish.LogPublishReader(options)
 
+    check_options(options, "read")
     return ManagedReader(dict(options), schema)
 
 
 def writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> Any:
     from tablestore.spark.write import ManagedWriter
 
+    check_options(options, "write")
     return ManagedWriter(dict(options), schema, overwrite)
 
 
 def stream_writer(options: Mapping[str, str], schema: "StructType", overwrite: bool) -> Any:
     from tablestore.spark.stream_write import ManagedStreamWriter
 
+    check_options(options, "stream-write")
     return ManagedStreamWriter(dict(options), schema, overwrite)
 
 
 def stream_reader(options: Mapping[str, str], schema: "StructType") -> Any:
     from tablestore.spark.stream_read import ManagedStreamReader
 
+    check_options(options, "stream-read")
     return ManagedStreamReader(dict(options), schema)
 
 

@@ -1,13 +1,20 @@
-"""The `managed` data source's options as values: the table a read or write names (`TableRef`, `table_ref`), the
-option helpers and the option error. A leaf of tablestore.spark: the data source's entry points (datasource.py) and
-every reader and writer import it, never the other way round (see datasource.py for the options themselves)."""
+"""The `managed` data source's options as values: the options a read, write or stream accepts (`OPTIONS`, declared
+once, checked by `check_options`), the table a read or write names (`TableRef`, `table_ref`), the option helpers
+and the option error. A leaf of tablestore.spark: the data source's entry points (datasource.py) and every reader
+and writer import it, never the other way round.
+
+An option no entry of `OPTIONS` accepts is an error naming the option and the table, with the "did you mean" of
+the table options (catalog.options): `.option("snapshot-idd", "1")` must not read the latest snapshot silently.
+Spark's keys are case-insensitive and reach the source lowercased: keys are compared lowercased.
+"""
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
-from catalog import is_catalog_option
+from catalog import ALL_OPTIONS, is_catalog_option
 from tablestore.errors import TableStoreError
 
 if TYPE_CHECKING:
@@ -20,7 +27,79 @@ _SESSION_PREFIX = "table-storage."
 
 
 class DataSourceOptionError(TableStoreError):
-    """An option of a `managed` read or write is missing or invalid; names the option."""
+    """An option of a `managed` read or write is missing, unknown or invalid; names the option and the table."""
+
+
+Use = Literal["read", "write", "stream-read", "stream-write"]
+READS: tuple[Use, ...] = ("read", "stream-read")
+WRITES: tuple[Use, ...] = ("write", "stream-write")
+EVERY: tuple[Use, ...] = (*READS, *WRITES)
+
+
+@dataclass(frozen=True)
+class SourceOption:
+    """An option of `format("managed")`: its key (lowercase, as Spark hands it over), where it applies and what it
+    does. `prefix`: every key starting with `key` (a family of options); `catalog`: the catalog's own options
+    (catalog.is_catalog_option, whose prefix `key` shows)."""
+
+    key: str
+    uses: tuple[Use, ...]
+    doc: str
+    prefix: bool = False
+    catalog: bool = False
+
+    def accepts(self, key: str, use: Use) -> bool:
+        if use not in self.uses:
+            return False
+        if self.catalog:
+            return is_catalog_option(key)
+        return key.startswith(self.key) if self.prefix else key == self.key
+
+
+OPTIONS: tuple[SourceOption, ...] = (
+    SourceOption("path", EVERY, "the table identifier: load('db.t') / save('db.t') / start('db.t')"),
+    SourceOption("paths", EVERY, "Spark's list of paths (load('db.t') passes it too)"),
+    SourceOption("table", EVERY, "the table identifier, when no path is given"),
+    SourceOption("warehouse", EVERY, "where the catalog lives (default: $TABLESTORE_WAREHOUSE)"),
+    SourceOption("table-storage.", EVERY, "catalog session options (docs/options.md)", prefix=True),
+    SourceOption("s3.", EVERY, "the catalog's options (docs/options.md#catalog-options)", catalog=True),
+    SourceOption("__", EVERY, "internal: set by the tablestore JVM classes, never by users", prefix=True),
+    SourceOption("snapshot-id", ("read",), "time travel: read this snapshot"),
+    SourceOption("timestamp-ms", ("read",), "time travel: read the last snapshot at or before this time (epoch ms)"),
+    SourceOption("scan", ("stream-read",), "where a stream of changes starts: full, latest or from-timestamp"),
+    SourceOption("scan.timestamp-ms", ("stream-read",), "the start of scan 'from-timestamp' (epoch ms)"),
+    SourceOption("max-rows-per-trigger", ("stream-read",), "at most about this many rows per micro-batch"),
+    SourceOption("changelog.normalize", ("stream-read",), "the changelog of the commits (true) or the log as stored"),
+    SourceOption("overwrite-mode", WRITES, "static, dynamic or filter: what an overwrite replaces"),
+    SourceOption("overwrite-predicate", WRITES, "overwrite-mode filter: Spark's predicate as JSON"),
+    SourceOption("change-tracking", WRITES, "whether the write goes to the table's log too (default: the table's)"),
+    SourceOption("jvm-writer", ("write",), "false keeps a batch write on the Python writer"),
+    SourceOption("checkpointlocation", ("stream-write", "stream-read"), "Spark's: the streaming query's checkpoint"),
+)
+"""Every option `format("managed")` accepts: the one list (docs/spark.md#options shows it)."""
+
+
+def check_options(options: Mapping[str, str], *uses: Use) -> None:
+    """Refuse an option no entry of OPTIONS accepts for any of `uses`: DataSourceOptionError naming it and the
+    table, with the closest accepted key ("did you mean"), as an unknown table option is refused."""
+    keys = {str(k).lower(): str(v) for k, v in dict(options).items()}
+    table = keys.get("path") or keys.get("table") or "?"
+    for key in sorted(keys):
+        if any(o.accepts(key, use) for o in OPTIONS for use in uses):
+            continue
+        mine = [o for o in OPTIONS if set(uses) & set(o.uses)]
+        exact = [o for o in OPTIONS if not (o.prefix or o.catalog)]
+        valid = [o.key + ("*" if o.prefix or o.catalog else "") for o in mine if o.key != "__"]
+        close = difflib.get_close_matches(key, [o.key for o in exact if o in mine], n=1)
+        elsewhere = [o.uses for o in exact if o.key == key]
+        table_option = difflib.get_close_matches(key, [o.key for o in ALL_OPTIONS], n=1)
+        hint = (f" (it is an option of {' and '.join(elsewhere[0])} only)" if elsewhere
+                else f" (did you mean {close[0]!r}?)" if close
+                else f" (did you mean the table option {table_option[0]!r}? table options are set when the table "
+                     "is created or altered, not per read or write)" if table_option else "")
+        what = "" if set(uses) == set(EVERY) else " or ".join(uses) + " "
+        raise DataSourceOptionError(f"table {table!r}: unknown {what}option {key!r}{hint}; valid options: "
+                                    f"{', '.join(valid)}")
 
 
 @dataclass(frozen=True)

@@ -112,12 +112,24 @@ def table_options(table: str, properties: Mapping[str, str]) -> tuple[dict[str, 
     return options, properties.get("comment")
 
 
+def _key_not_null(schema: pa.Schema, primary_key: Sequence[str]) -> pa.Schema:
+    """The primary key's columns made NOT NULL, as Paimon does: SQL declares columns nullable unless told (and a
+    CTAS's columns are whatever Spark infers), while a key column never holds a null (a null key is refused when
+    written). A key column not in the schema is left for the catalog to report."""
+    for name in primary_key:
+        index = schema.get_field_index(name)
+        if index >= 0 and schema.field(index).nullable:
+            schema = schema.set(index, schema.field(index).with_nullable(False))
+    return schema
+
+
 def create_table(args: Mapping[str, Any]) -> dict[str, Any]:
     table = identifier(args)
     properties = {str(k): str(v) for k, v in dict(args.get("properties") or {}).items()}
     options, comment = table_options(table, properties)
     schema = arrow_schema(str(args["schema"]))
     primary_key = _primary_key(table, list(args.get("constraints") or []), properties)
+    schema = _key_not_null(schema, primary_key)
     partition_by = [str(p) for p in args.get("partition_keys") or []]
     table_catalog(args).create_table(table, schema, primary_key, partition_by, options, comment=comment)
     return load_table(args)

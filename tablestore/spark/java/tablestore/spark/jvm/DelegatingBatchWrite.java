@@ -6,7 +6,8 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
 /**
  * A batch write that changes how its tasks write ({@link #createBatchWriterFactory}) and leaves the job's protocol
  * to the Python data source's batch write it wraps: the commit coordinator, each task's commit message, the job's
- * commit (one snapshot) and abort (the files deleted) are Python's.
+ * commit (one snapshot) and abort (the files deleted) are Python's. A task that met a tablestore error commits
+ * its line instead ({@link TaskErrors}): the commit throws it, and Python's abort never sees it.
  */
 public abstract class DelegatingBatchWrite implements BatchWrite {
     /** The Python data source's batch write. */
@@ -23,17 +24,20 @@ public abstract class DelegatingBatchWrite implements BatchWrite {
 
     @Override
     public void onDataWriterCommit(WriterCommitMessage message) {
-        python.onDataWriterCommit(message);
+        if (!(message instanceof TaskErrors.Failed)) {
+            python.onDataWriterCommit(message);
+        }
     }
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
+        TaskErrors.throwIfFailed(messages);   // a task met a tablestore error: its line is the job's error
         python.commit(messages);
     }
 
     @Override
     public void abort(WriterCommitMessage[] messages) {
-        python.abort(messages);
+        python.abort(TaskErrors.withoutFailed(messages));
     }
 
     @Override

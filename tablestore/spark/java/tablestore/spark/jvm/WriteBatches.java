@@ -18,8 +18,8 @@ import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
  * JVM, a message decoded in Python, a chunk more for every Arrow call of the file store's writer): at 10,000 rows
  * a 5M-row write spends about 2 s of CPU more than at {@link #ROWS} (bench/spark_datasource_bench.py). This
  * wrapper sets the conf in the task's local properties (what an executor's SQL conf reads) for the write task
- * only, before the Python writer starts; a value the user set in the session is kept. Every other call goes to
- * the Python write unchanged.
+ * only, before the Python writer starts; a value the user set in the session is kept. The task's tablestore errors
+ * reach the driver as their own line ({@link TaskErrors}). Every other call goes to the Python write unchanged.
  */
 public final class WriteBatches extends DelegatingBatchWrite {
     /** Rows per Arrow batch of a write task (tablestore.spark.write.WRITE_CHUNK_ROWS gathers 256k). */
@@ -58,7 +58,7 @@ public final class WriteBatches extends DelegatingBatchWrite {
                     local.setProperty(CONF, Integer.toString(ROWS));
                 }
             }
-            return python.createWriter(partitionId, taskId);
+            return TaskErrors.writer(python.createWriter(partitionId, taskId));
         }
     }
 }

@@ -33,6 +33,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
+import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.WriteBatches;
 import tablestore.spark.jvm.write.JvmBatchWrite;
 
@@ -277,10 +278,12 @@ public final class BucketClustering {
             return this;
         }
 
-        /** Python's write of {@code info}, truncating (mode overwrite) when Spark asked. */
+        /** Python's write of {@code info}, truncating (mode overwrite) when Spark asked; its tasks' tablestore errors
+         *  reach the driver as their line ({@link TaskErrors}), as the clustered write's do. */
         private Write python(LogicalWriteInfo info) {
             WriteBuilder builder = python.apply(info);
-            return (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
+            Write write = (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
+            return write instanceof ClusteredWrite ? write : TaskErrors.write(write);
         }
 
         @Override

@@ -21,6 +21,7 @@ import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.read.RawSplits;
 
 /**
@@ -108,10 +109,14 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        if (takeStreamingRead(options.asCaseSensitiveMap())) {
-            return python().inferSchema(withChanges(options.asCaseSensitiveMap()));
+        try {   // Python's option and table errors, as their line
+            if (takeStreamingRead(options.asCaseSensitiveMap())) {
+                return python().inferSchema(withChanges(options.asCaseSensitiveMap()));
+            }
+            return python().inferSchema(withPlan(options.asCaseSensitiveMap()));
+        } catch (Exception e) {   // AnalysisException is checked in Java's eyes
+            throw TaskErrors.driver(e);
         }
-        return python().inferSchema(withPlan(options.asCaseSensitiveMap()));
     }
 
     @Override
@@ -211,7 +216,11 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
             return new Tuple2<>(SHORT_NAME, schema.get());
         }
         // the V1 relation's schema: the same as the V2 table's (this provider's fresh Python source, as Spark's own)
-        return new Tuple2<>(SHORT_NAME, new PythonSourceBridge.Source().inferSchema(withChanges(options)));
+        try {
+            return new Tuple2<>(SHORT_NAME, new PythonSourceBridge.Source().inferSchema(withChanges(options)));
+        } catch (Exception e) {   // AnalysisException is checked in Java's eyes
+            throw TaskErrors.driver(e);
+        }
     }
 
     @Override

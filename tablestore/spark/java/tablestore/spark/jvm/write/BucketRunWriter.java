@@ -34,6 +34,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 
 import tablestore.spark.jvm.HadoopFiles;
+import tablestore.spark.jvm.TaskErrors;
 
 /**
  * The JVM twin of one Spark write task's file-store writer (tablestore/spark/write.py's {@code _write_task} with
@@ -133,8 +134,8 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
         }
         for (int i : requiredOrdinals) {
             if (u.isNullAt(plan.ordinals[i])) {
-                throw new IllegalArgumentException("table '" + plan.table + "': " + (i == plan.key ? "primary-key "
-                    : "") + "column '" + plan.names[i] + "' has nulls");
+                throw TaskErrors.of("InvalidWriteError", "table '" + plan.table + "': " + (i == plan.key
+                    ? "primary-key " : "") + "column '" + plan.names[i] + "' has nulls", null);
             }
         }
         if (n == keys.length) {

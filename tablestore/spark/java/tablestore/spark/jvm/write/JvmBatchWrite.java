@@ -11,6 +11,7 @@ import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
+import tablestore.spark.jvm.TaskErrors;
 
 /**
  * A batch write whose tasks are written by the JVM twin of the file store's writer ({@link BucketRunWriter}) where
@@ -88,7 +89,7 @@ public final class JvmBatchWrite extends DelegatingBatchWrite {
 
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-            return new BucketRunWriter(plan, input, partitionId);
+            return TaskErrors.writer(new BucketRunWriter(plan, input, partitionId));
         }
     }
 }
