@@ -125,6 +125,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_system(args: argparse.Namespace) -> int:
+    rows = _catalog(args).get_table(args.table).system_table(args.name).to_pylist()
+    _emit(args, rows, lambda rs: "\n".join("  ".join(f"{k}={v}" for k, v in r.items()) for r in rs) or "(no rows)")
+    return EXIT_OK
+
+
 def cmd_snapshots(args: argparse.Namespace) -> int:
     snaps = [s.to_dict() for s in _catalog(args).get_table(args.table).snapshots()]
     _emit(args, snaps, lambda ss: "\n".join(
@@ -190,7 +196,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     extra = list(args.spark_args or [])
     if extra[:1] == ["--"]:
         extra = extra[1:]
-    exec_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra))
+    exec_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra,
+                                     verbose=args.verbose))
     return EXIT_OK   # not reached: spark-sql replaced this process
 
 
@@ -263,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("describe", cmd_describe, "show a table's schema, options, snapshot, files and partitions").add_argument(
         "--partition", action="append", metavar="K=V", help=partition_help)
     command("snapshots", cmd_snapshots, "list a table's snapshots")
+    from tablestore.system_tables import SYSTEM_TABLES
+
+    command("system", cmd_system, "show a system table of a table, as Paimon's (SQL: db.`t$name`)").add_argument(
+        "name", choices=sorted(SYSTEM_TABLES), help="the system table")
     compact = command("compact", cmd_compact, "run universal compaction on a table and report what it did")
     compact.add_argument("--full", action="store_true", help="merge every sorted run of each bucket into one")
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
@@ -284,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     given = sql.add_mutually_exclusive_group()
     given.add_argument("-e", dest="execute", metavar="SQL", help="run these statements and exit")
     given.add_argument("-f", dest="file", metavar="FILE", help="run the statements of this file and exit")
+    sql.add_argument("--verbose", action="store_true", help="print the JVM stack of a failed statement (default: its "
+                     "message only; the stack goes to sql.log in the cache directory, ~/.cache/tablestore)")
     sql.add_argument("spark_args", nargs=argparse.REMAINDER, help="after --: more spark-sql arguments")
     from tablestore.cli_ingest import add_arguments as ingest_arguments
 

@@ -24,6 +24,7 @@ from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
 from tablestore.describe import file_detail, iso_time, log_detail, matches, partition_spec
 from tablestore.errors import TableStoreError
+from tablestore.system_tables import system_table
 from tablestore.writer import TableWriter, WriteTarget
 
 log = logging.getLogger(__name__)
@@ -324,6 +325,10 @@ class Table:
 
     def snapshots(self) -> list[SnapshotInfo]:
         return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
+
+    def system_table(self, name: str) -> pa.Table:
+        """Paimon's system table `name`: schemas, options, partitions, buckets, manifests or audit_log."""
+        return system_table(self._handle, name)
 
     def files(self, snapshot_id: int | None = None) -> list[dict[str, object]]:
         """The live data files (like Paimon's $files table): partition, bucket, level, name, rows, size."""

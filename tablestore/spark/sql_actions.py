@@ -1,8 +1,9 @@
 """The SQL operations of the `managed` Spark catalog beyond metadata, as actions of the catalog's Python helper
 (`tablestore.spark.catalog_service`, which merges `ACTIONS` into its dispatch table): procedures
 (`CALL managed.system.compact / expire_snapshots / describe_detail`), `DELETE FROM` and the system tables
-`t$snapshots` / `t$files`. Each is a thin call to the Python owner (`tablestore.maintenance`, `Table`), so SQL and
-the CLI report the same numbers and raise the same errors.
+`t$snapshots` / `t$files` / `t$schemas` / `t$options` / `t$partitions` / `t$buckets` / `t$manifests` /
+`t$audit_log` (tablestore.system_tables). Each is a thin call to the Python owner (`tablestore.maintenance`,
+`Table`), so SQL and the CLI report the same numbers and raise the same errors.
 
 Every action takes the request's args ("warehouse", "options": the catalog's `table-storage.*` session options,
 "table": "db.t", and its own) and returns a result for a Spark `LocalScan`:
@@ -16,8 +17,10 @@ import datetime as dt
 import json
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import pyarrow as pa
+
 import catalog
-from tablestore import maintenance
+from tablestore import maintenance, system_tables
 from tablestore.catalog import Catalog
 from tablestore.errors import TableStoreError
 from tablestore.spark import predicates
@@ -159,7 +162,30 @@ FILES_COLUMNS: Columns = (
     ("partition", "STRING"), ("bucket", "INT"), ("level", "INT"), ("file_name", "STRING"), ("record_count", "BIGINT"),
     ("file_size", "BIGINT"), ("min_sequence_number", "BIGINT"), ("max_sequence_number", "BIGINT"),
 )
-SYSTEM_TABLES = ("snapshots", "files")
+SYSTEM_TABLES = ("snapshots", "files", *system_tables.SYSTEM_TABLES)
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
+              pa.float64(): "DOUBLE", pa.list_(pa.string()): "ARRAY<STRING>",
+              pa.map_(pa.string(), pa.string()): "MAP<STRING, STRING>"}
+
+
+def _arrow_result(table: pa.Table) -> dict[str, Any]:
+    """An Arrow system table as a result: timestamps as epoch milliseconds; a column type the result protocol does
+    not carry (dates, decimals, binary, ... of `$audit_log`'s table columns) as its text."""
+    columns: list[tuple[str, str]] = []
+    values: list[list[Any]] = []
+    for field, column in zip(table.schema, table.columns):
+        if pa.types.is_timestamp(field.type):
+            columns.append((field.name, "TIMESTAMP"))
+            column = column.cast(pa.timestamp("ms", tz=field.type.tz)).cast(pa.int64())
+        elif field.type in _SQL_TYPES:
+            columns.append((field.name, _SQL_TYPES[field.type]))
+        else:
+            columns.append((field.name, "STRING"))
+            column = column.cast(pa.string())
+        values.append(column.to_pylist())
+    rows = zip(*values) if values else iter(())
+    return _result(columns, ([dict(v) if isinstance(v, list) and t.startswith("MAP") else v
+                              for v, (_, t) in zip(row, columns)] for row in rows))
 
 
 def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,8 +195,11 @@ def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
         raise TableStoreError(   # not TableNotFoundError: Spark would replace this message with its own
             f"table {_name(args)}${name} is not a system table: the system tables are "
             f"{', '.join('$' + n for n in SYSTEM_TABLES)}")
-    columns = SNAPSHOTS_COLUMNS if name == "snapshots" else FILES_COLUMNS
     table = _table(args)
+    if name in system_tables.SYSTEM_TABLES:
+        arrow = table.system_table(str(name))
+        return _arrow_result(arrow.slice(0, 0) if args.get("schema_only") else arrow)
+    columns = SNAPSHOTS_COLUMNS if name == "snapshots" else FILES_COLUMNS
     if args.get("schema_only"):
         return _result(columns, [])
     if name == "snapshots":

@@ -81,3 +81,33 @@ def test_a_script_in_pysparks_spark_sql(tmp_path: Path) -> None:
     orders = python_side.get_table("db.orders")
     assert orders.options["snapshot.num-retained.max"] == "20"   # an option SQL set
     assert sorted(orders.read().column("id").to_pylist()) == [1, 3, 11]
+
+
+def test_tablestore_sql_is_silent_unless_verbose(tmp_path: Path) -> None:
+    from tablestore.spark.shell import spark_sql_command
+
+    quiet = spark_sql_command(warehouse=str(tmp_path), execute="SELECT 1")
+    assert "-S" in quiet and any(a.startswith("-Dlog4j2.configurationFile=") for a in quiet)
+    loud = spark_sql_command(warehouse=str(tmp_path), execute="SELECT 1", verbose=True)
+    assert "-S" not in loud and not any("log4j2" in a for a in loud)
+
+
+def test_an_error_in_tablestore_sql_is_one_line_and_its_stack_is_in_the_log(tmp_path: Path) -> None:
+    from tablestore.spark.shell import log_config
+
+    marker = f"bad_{os.getpid()}_{tmp_path.name}".replace("-", "_")
+    statements = (f"CREATE DATABASE managed.db; CREATE TABLE managed.db.{marker} (id BIGINT) "
+                  "TBLPROPERTIES ('bukket' = '2')")
+    root = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-m", "tablestore.cli", "sql", "--warehouse", str(tmp_path / "wh"),
+                           "-e", statements], capture_output=True, text=True, timeout=540, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if not line.startswith(("WARNING: Using incubator",
+                                                                               "Time taken:"))]
+    assert lines == ["unknown table option 'bukket' (did you mean 'bucket'?); valid options: " + lines[0].split(
+        "valid options: ")[1]], done.stderr[-3000:]
+    log = log_config()[1].read_text()
+    failed = log[log.index(f"Failed in [ CREATE TABLE managed.db.{marker}"):]
+    assert "PythonServiceException: unknown table option 'bukket'" in failed and "\tat " in failed
