@@ -26,8 +26,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * Catalyst plan and expression nodes built from Java for the row-level rewrite ({@link RowLevelRewrite}). Scala
  * case classes gain trailing parameters with defaults from one Spark version to the next (a hint, a schema
  * evolution flag, an exprId); {@link #make} calls the shortest public constructor (or static factory) that takes
- * the given leading arguments and fills the rest with their defaults (None, Nil, false, an empty Map or Metadata, a
- * fresh ExprId), so one source serves every supported Spark.
+ * the given leading arguments and fills the rest with their defaults (None, Nil, false, an empty Map, options or
+ * Metadata, a fresh ExprId), so one source serves every supported Spark.
  */
 final class Catalyst {
     private Catalyst() {
@@ -160,6 +160,9 @@ final class Catalyst {
         }
         if (type == scala.collection.immutable.Map.class) {
             return scala.collection.immutable.Map$.MODULE$.empty();
+        }
+        if (type == org.apache.spark.sql.util.CaseInsensitiveStringMap.class) {
+            return org.apache.spark.sql.util.CaseInsensitiveStringMap.empty();
         }
         if (type == Metadata.class) {
             return Metadata.empty();
