@@ -30,7 +30,7 @@ from catalog.errors import (
 from catalog.evolution import evolve_schema
 from catalog.fs_options import environment_catalog_options, is_catalog_option, s3_settings
 from catalog.identifiers import check_name
-from catalog.merge_options import check_merge_options
+from catalog.merge_options import check_added_columns, check_merge_options
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
 from filestore import (
@@ -296,6 +296,8 @@ class Catalog:
             new = evolve_schema(identifier, table.schema, add_columns, alter_column_types, RESERVED_COLUMNS)
             if new is None:
                 return table
+            check_added_columns(identifier, table.options,
+                                [f.name for f in new.arrow_schema if f.name not in table.schema.arrow_schema.names])
             log_options = log_store_options(table.options, new.has_primary_key)
             if log_options is not None:  # the log's formats must encode the new columns
                 try:

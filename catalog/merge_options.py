@@ -8,7 +8,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from catalog.errors import MergeEngineOptionError
+from catalog.errors import MergeEngineOptionError, SchemaEvolutionError
 from catalog.options import AGGREGATE_SUFFIX, FIELDS, MERGE_ENGINE, SEQUENCE_FIELD, TableOptions
 from filestore import AGGREGATE_FUNCTIONS, ORDER_FREE, MergeEngine, unsuitable_type
 
@@ -102,3 +102,15 @@ def _check_sequence_fields(table: str, schema: pa.Schema, primary_keys: Sequence
                          + (" (the default)" if column not in aggregates else "")
                          + ", whose result would depend on which rows compaction had merged when rows are ordered "
                          f"by a sequence.field; give it one of {', '.join(ORDER_FREE)}", column)
+
+
+def check_added_columns(table: str, options: TableOptions, added: Sequence[str]) -> None:
+    """SchemaEvolutionError when columns are added to an aggregation table ordered by a sequence.field: a new
+    column takes the default function (last_non_null_value), which such a table cannot merge exactly, and its
+    function cannot be set after creation."""
+    engine = options.merge_engine()
+    if added and engine.name == "aggregation" and engine.sequence_fields:
+        raise SchemaEvolutionError(
+            f"table {table!r}: columns {list(added)} cannot be added to an aggregation table with a sequence.field: "
+            "they would aggregate with last_non_null_value, whose result would depend on which rows compaction had "
+            "merged", table=table, column=", ".join(added))

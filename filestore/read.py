@@ -6,7 +6,10 @@ runs, used by reads and by compaction:
   concatenated without a merge (a final read only drops its DELETE records, if it has any);
 - otherwise every file is read and the records go through the one merge function (filestore.merge), or, for one
   integer key and runs with disjoint sequence ranges (an LSM bucket's), through its equivalent by run order
-  (`newest_run_winners`: no sequence numbers needed, so a read does not read them).
+  (`newest_run_winners`, or the table's merge engine on the records in `run_order`: no sequence numbers needed, so
+  a read does not read them; not for an order by `sequence.field`).
+A bucket of one sorted run holds each key once, already merged by the table's merge engine (flush and compaction
+apply it), so reading it without a merge is right for every engine.
 A read's filter is handed to the Parquet reader, which skips row groups by their statistics (files are sorted by
 key, so a key range touches few row groups), whenever filtering before the merge cannot change the answer: for a
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
@@ -143,7 +146,8 @@ class SplitRead:
         """`columns` of the merge of the split's runs, computed without sequence numbers (a read need not read
         them): for a primary-key table with one integer key whose runs have disjoint sequence ranges (an LSM
         bucket's runs do: a compaction merges the newest runs), a key's newest record is the one of its newest run
-        (filestore.merge.newest_run_winners). None when that does not apply: the caller merges by sequence number."""
+        (filestore.merge.newest_run_winners); another merge engine merges the records in that order (run_order).
+        None when that does not apply: the caller merges by sequence number."""
         s = self.store.schema
         key = s.key_columns[0] if len(s.key_columns) == 1 else None
         engine = self.store.options.merge_engine

@@ -149,3 +149,18 @@ def test_spark_writes_of_a_merge_engine_table_take_the_python_writer(cat: tables
     merged = cat.create_table("db.pu", schema=SCHEMA, primary_key=["id"], options={"merge-engine": "partial-update"})
     assert unusable_reason(plain._handle.store) is None
     assert unusable_reason(merged._handle.store) == "merge-engine partial-update"
+
+
+def test_columns_added_to_an_aggregation_table_take_the_default_function(cat: tablestore.Catalog) -> None:
+    t = cat.create_table("db.grow", schema=SCHEMA, primary_key=["id"], options={
+        "merge-engine": "aggregation", "fields.qty.aggregate-function": "sum"})
+    write(t, [{"id": 1, "qty": 3, "name": "a", "price": 1.0, "ts": 10}])
+    t.add_column("note", pa.string())
+    t.write(pa.table({"id": [1, 1], "qty": [4, None], "note": ["x", None]}))
+    assert [{k: r[k] for k in ("id", "qty", "name", "note")} for r in t.read().to_pylist()] == [
+        {"id": 1, "qty": 7, "name": "a", "note": "x"}]
+    ordered = cat.create_table("db.grow_by_ts", schema=SCHEMA, primary_key=["id"], options={
+        "merge-engine": "aggregation", "sequence.field": "ts", **{f"fields.{c}.aggregate-function": "max"
+                                                               for c in ("qty", "name", "price")}})
+    with pytest.raises(tablestore.SchemaEvolutionError, match="last_non_null_value"):
+        ordered.add_column("note", pa.string())
