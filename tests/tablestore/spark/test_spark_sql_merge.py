@@ -198,6 +198,11 @@ def test_update_sets_columns_and_refuses_a_key_column(spark: Any, db: str, spark
     assert "sets the primary-key column id" in message
     spark.sql(f"CREATE TABLE managed.{db}.nokey (id BIGINT, v STRING)")
     assert "it has no primary key" in error_of(spark, f"UPDATE managed.{db}.nokey SET v = 'x'")
+    spark.sql(f"CREATE TABLE managed.{db}.partial (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED) "
+              "TBLPROPERTIES ('merge-engine' = 'partial-update')")
+    message = error_of(spark, f"MERGE INTO managed.{db}.partial t USING (SELECT 1L AS id, 'x' AS v) s "
+                              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert "its merge-engine is partial-update" in message and "write the new rows with INSERT INTO" in message
 
 
 @pytest.mark.kafka

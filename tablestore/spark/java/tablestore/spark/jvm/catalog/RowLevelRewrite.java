@@ -36,7 +36,8 @@ import org.apache.spark.sql.types.StructField;
  *       fails with ConcurrentUpdateError, nothing committed, if a data commit since S touched a bucket it writes
  *       (tablestore/spark/write.py, filestore/commit.py step 4).</li>
  * </ol>
- * Primary-key tables only; a primary-key column is never updated (that is a delete and an insert).
+ * Primary-key tables of merge-engine deduplicate without a sequence.field only; a primary-key column is never
+ * updated (that is a delete and an insert).
  */
 final class RowLevelRewrite extends Rule<LogicalPlan> {
     /** tablestore/spark/write.py's PLANNED_SNAPSHOT_OPTION. */
@@ -76,6 +77,15 @@ final class RowLevelRewrite extends Rule<LogicalPlan> {
             if (t.primaryKey().isEmpty()) {
                 throw target.error("it has no primary key: " + statement + " applies its changes by key. On a "
                     + "table without one, DELETE FROM and INSERT INTO rewrite rows");
+            }
+            String engine = t.properties().getOrDefault("merge-engine", "deduplicate");
+            if (!engine.equals("deduplicate") || t.properties().containsKey("sequence.field")) {
+                throw target.error("its merge-engine is " + engine
+                    + (t.properties().containsKey("sequence.field") ? " with a sequence.field" : "") + ": "
+                    + statement + " writes each changed row's old row (-U, -D) before its new one, which only "
+                    + "merge-engine deduplicate without a sequence.field applies as a replacement (the others merge "
+                    + "or refuse retractions, and a sequence.field could order the new row before the old one's "
+                    + "retraction); write the new rows with INSERT INTO instead");
             }
             return target;
         }
