@@ -34,8 +34,8 @@ def check_merge_options(table: str, schema: pa.Schema, primary_keys: Sequence[st
     if not engine.is_default and has_log:
         what = f"merge-engine {engine.name}" + (" and a sequence.field" if engine.sequence_fields else "")
         raise _error(table, engine_option, f"a table with {what} cannot have a log: the log would hold the rows "
-                     "written, not the merged ones; create it with log.system = none (its changes are then read "
-                     "from its snapshots, merged)")
+                     "written, not the merged ones; create it with log.system = none (a stream, such as Spark's "
+                     "readStream, then reads its changes from its snapshots, merged)")
     _check_fields(table, schema, primary_keys, options.map_option(FIELDS), engine)
     _check_sequence_fields(table, schema, primary_keys, engine)
 
