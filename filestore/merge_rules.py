@@ -30,23 +30,27 @@ _HASH = {"sum": "sum", "count": "sum", "max": "max", "min": "min", "bool_and": "
 
 def merge_by_engine(records: pa.Table, key_columns: Sequence[str], engine: MergeEngine, *, final: bool,
                     order: np.ndarray | None = None) -> pa.Table:
-    """`records` merged by `engine` (filestore.merge_engine). `order`: indices sorting them by (key, order) when the
-    caller knows them (records of runs concatenated oldest first, sorted stably by key: no SEQ needed, and then
-    the output has none either); else found from the key, `sequence.field` and SEQ columns. Without KIND every
-    record is an ADD."""
+    """`records` merged by `engine` (filestore.merge_engine). `order`: indices sorting them by key and arrival when
+    the caller knows them (records of runs concatenated oldest first, sorted stably by key: no SEQ needed, and then
+    the output has none either; with a `sequence.field`, deduplicate by one integer field only); else found from the
+    key, `sequence.field` and SEQ columns. Without KIND every record is an ADD."""
     n = records.num_rows
     if n == 0:
         return records
     records = records.combine_chunks()  # gathers from one chunk per column are many times faster
+    given = order is not None
     if order is None:
         order = _order(records, key_columns, engine.sequence_fields)
     starts = _starts(records, key_columns, order)
     ends = np.append(starts[1:], n) - 1
     kinds = np.take(records.column(KIND).to_numpy(), order) if KIND in records.column_names else np.zeros(n, np.int8)
     if engine.name in ("deduplicate", "first-row"):
-        winners = order[ends if engine.name == "deduplicate" else starts]
+        chosen = starts if engine.name == "first-row" else ends
+        if engine.sequence_fields and given:  # `order` is by key and arrival: the newest by the field wins
+            chosen = _newest_by_field(records.column(engine.sequence_fields[0]), order, starts, ends)
+        winners = order[chosen]
         if final:
-            winners = winners[kinds[ends if engine.name == "deduplicate" else starts] == _ADD]
+            winners = winners[kinds[chosen] == _ADD]
         return pc.take(records, pa.array(winners), boundscheck=False)  # indices into `records` by construction
     retract = kinds == _DELETE
     out: dict[str, pa.Array | pa.ChunkedArray] = {}
@@ -63,6 +67,23 @@ def merge_by_engine(records: pa.Table, key_columns: Sequence[str], engine: Merge
         else:
             out[name] = _aggregate(column, engine.function(name), order, starts, ends, retract)
     return pa.table(out, schema=records.schema)
+
+
+def _newest_by_field(field: pa.ChunkedArray, order: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per key (records `starts[i]..ends[i]` of `order`, by arrival), the position of its record with the highest
+    value of the integer `field` (nulls lowest), the latest to arrive among equals: a group maximum, then the last
+    record holding it (no sort by the field)."""
+    array = field.chunk(0) if field.num_chunks == 1 else field.combine_chunks()
+    sizes = np.diff(np.append(starts, len(order)))
+    values = np.take(pc.fill_null(array, 0).to_numpy() if array.null_count else array.to_numpy(), order)
+    if not array.null_count:
+        return _last_valid(values == np.repeat(np.maximum.reduceat(values, starts), sizes), starts, ends)
+    valid = np.take(pc.is_valid(array).to_numpy(zero_copy_only=False), order)
+    lowest = np.iinfo(values.dtype).min
+    filled = np.where(valid, values, lowest)
+    any_valid = np.repeat(_last_valid(valid, starts, ends) >= starts, sizes)
+    top = np.repeat(np.maximum.reduceat(filled, starts), sizes)
+    return _last_valid(np.where(any_valid, valid & (filled == top), True), starts, ends)
 
 
 def _starts(records: pa.Table, key_columns: Sequence[str], order: np.ndarray) -> np.ndarray:

@@ -151,8 +151,11 @@ class SplitRead:
         s = self.store.schema
         key = s.key_columns[0] if len(s.key_columns) == 1 else None
         engine = self.store.options.merge_engine
+        fields = engine.sequence_fields  # run order is arrival order: an order by them only for deduplicate's max
+        by_field = engine.name == "deduplicate" and len(fields) == 1 and pa.types.is_signed_integer(
+            s.arrow_schema.field(fields[0]).type)
         if key is None or not s.has_primary_key or not stored_as_signed_int(s.arrow_schema.field(key).type) or (
-                engine.sequence_fields):  # run order is arrival order: not an order by sequence.field
+                fields and not by_field):
             return None
         runs = _runs_oldest_first(compact_pick.sorted_runs(split.files))
         if runs is None:
