@@ -1,7 +1,6 @@
 package tablestore.spark.jvm;
 
 import java.io.IOException;
-import java.util.Map;
 import java.util.regex.MatchResult;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -49,16 +48,6 @@ public final class TaskErrors {
     private TaskErrors() {
     }
 
-    /** A tablestore error of a write task, as Spark hands on a Python worker's error; its message is one line. */
-    public static final class TableStoreTaskError extends PythonException {
-        private static final long serialVersionUID = 1L;
-
-        TableStoreTaskError(String message, Throwable cause) {
-            super(message, cause, Option.empty(), scala.collection.immutable.Map$.MODULE$.empty(),
-                new QueryContext[0]);
-        }
-    }
-
     /** The commit message of a task that met a tablestore error: the error's line. */
     public static final class Failed implements WriterCommitMessage {
         private static final long serialVersionUID = 1L;
@@ -86,9 +75,7 @@ public final class TaskErrors {
         if (!(e instanceof PythonException)) {
             return null;
         }
-        Map<String, String> parameters = ((PythonException) e).getMessageParameters();
-        String text = parameters != null && parameters.containsKey("traceback") ? parameters.get("traceback")
-            : String.valueOf(e.getMessage());
+        String text = TableStoreTaskError.traceback((PythonException) e);   // per Spark version
         MatchResult last = null;
         Matcher m = TABLESTORE_ERROR.matcher(text);
         while (m.find()) {
@@ -156,7 +143,12 @@ public final class TaskErrors {
                 return new DelegatingBatchWrite(batch) {
                     @Override
                     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-                        DataWriterFactory tasks = batch.createBatchWriterFactory(info);
+                        DataWriterFactory tasks;
+                        try {
+                            tasks = batch.createBatchWriterFactory(info);
+                        } catch (Exception e) {   // the Python writer's option and table errors, as their line
+                            throw driver(e);
+                        }
                         return (DataWriterFactory) (partition, task) -> writer(tasks.createWriter(partition, task));
                     }
                 };

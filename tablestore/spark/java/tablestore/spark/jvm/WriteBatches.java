@@ -37,7 +37,11 @@ public final class WriteBatches extends DelegatingBatchWrite {
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-        return new Factory(python.createBatchWriterFactory(info));
+        try {   // the Python writer's option and table errors, as their line
+            return new Factory(python.createBatchWriterFactory(info));
+        } catch (Exception e) {   // AnalysisException is checked in Java's eyes
+            throw TaskErrors.driver(e);
+        }
     }
 
     /** Sets the batch size of the task (executor side), then creates the Python writer. */
