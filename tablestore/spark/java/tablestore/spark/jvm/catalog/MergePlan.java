@@ -39,6 +39,7 @@ import org.apache.spark.sql.catalyst.plans.LeftOuter$;
 import org.apache.spark.sql.catalyst.plans.RightOuter$;
 import org.apache.spark.sql.catalyst.plans.logical.DeleteAction;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.HintInfo;
 import org.apache.spark.sql.catalyst.plans.logical.InsertAction;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.JoinHint;
@@ -46,6 +47,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeAction;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.SHUFFLE_HASH$;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateAction;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
 import org.apache.spark.sql.types.DataTypes;
@@ -56,14 +58,15 @@ import scala.Tuple2;
 /**
  * MERGE INTO a managed table as one plan ({@link RowLevelRewrite} has the protocol):
  * <pre>
- *   target at the pinned snapshot (+ a marker)  JOIN  source (+ a marker)  ON the primary key
- *     [a source row count per target row: more than one is an error naming the key]
+ *   target at the pinned snapshot (+ a marker)  JOIN  source (+ a marker) [+ its rows per key value]  ON the key
+ *     [a matched row whose key value has more than one source row: an error naming the key]
  *     Expand: per joined row the change of the first WHEN clause that holds, as rows of (columns, _row_kind):
  *             MATCHED / NOT MATCHED BY SOURCE ... UPDATE: -U (old row), +U (new row); ... DELETE: -D (old row);
  *             NOT MATCHED ... INSERT: +I; no clause: no row
  * </pre>
  * The join is inner with WHEN MATCHED clauses only, the target's outer side with WHEN NOT MATCHED (an insert),
- * the source's with WHEN NOT MATCHED BY SOURCE, full with both. The ON condition must be exactly one equality per
+ * the source's with WHEN NOT MATCHED BY SOURCE, full with both; a shuffled hash join built on the source's side,
+ * so the target's rows are streamed through it, never sorted. The ON condition must be exactly one equality per
  * primary-key column with a value of the source: the changes are applied by key.
  */
 final class MergePlan {
@@ -79,10 +82,18 @@ final class MergePlan {
         boolean matched = !m.matchedActions().isEmpty();
         boolean notMatched = !m.notMatchedActions().isEmpty();
         boolean bySource = !m.notMatchedBySourceActions().isEmpty();
+        Alias sourceRows = null;
+        if (matched) {   // source rows per key value, counted before the join (see checkCardinality)
+            sourceRows = sourceRowsPerKey(target, bound, right);
+            right = Catalyst.make(Window.class, Catalyst.<NamedExpression>seq(sourceRows),
+                Catalyst.seq(keyValues(target, bound)), Catalyst.<SortOrder>seq(), right);
+        }
         JoinType type = bySource ? (notMatched ? FullOuter$.MODULE$ : LeftOuter$.MODULE$)
             : (notMatched ? RightOuter$.MODULE$ : Inner$.MODULE$);
-        LogicalPlan rows = Catalyst.make(Join.class, left, right, type, Option.apply(m.mergeCondition()),
-            JoinHint.NONE());
+        // a hash join built on the source's side: the target's rows are streamed, not sorted
+        JoinHint hint = new JoinHint(Option.empty(),
+            Option.apply(Catalyst.make(HintInfo.class, Option.apply(SHUFFLE_HASH$.MODULE$))));
+        LogicalPlan rows = Catalyst.make(Join.class, left, right, type, Option.apply(m.mergeCondition()), hint);
         Expression hasTarget = new IsNotNull(targetMark.toAttribute().withNullability(true));
         Expression hasSource = new IsNotNull(sourceMark.toAttribute().withNullability(true));
         Clauses c = new Clauses(target, bound);
@@ -90,8 +101,7 @@ final class MergePlan {
         c.isNotMatched = new And(hasSource, new Not(hasTarget));
         c.isBySource = new And(hasTarget, new Not(hasSource));
         if (matched) {
-            rows = checkCardinality(target, bound, rows, sourceMark.toAttribute().withNullability(true),
-                c.isMatched, bySource);
+            rows = checkCardinality(target, rows, sourceRows.toAttribute().withNullability(true), c.isMatched);
         }
         for (MergeAction a : Catalyst.list(m.matchedActions())) {
             c.add(a, c.isMatched, "WHEN MATCHED");
@@ -178,23 +188,38 @@ final class MergePlan {
         return true;
     }
 
+    /** The source values the ON condition equates the key columns with, in key order. */
+    private static List<Expression> keyValues(RowLevelRewrite.Target target, Map<String, Expression> bound) {
+        List<Expression> out = new ArrayList<>();
+        for (String k : target.table().primaryKey()) {
+            out.add(bound.get(k.toLowerCase(Locale.ROOT)));
+        }
+        return out;
+    }
+
+    /** count(*) over the source rows of one key value (a window partitioned by the values the ON binds). */
+    private static Alias sourceRowsPerKey(RowLevelRewrite.Target target, Map<String, Expression> bound,
+                                          LogicalPlan source) {
+        AggregateExpression count = Catalyst.make(AggregateExpression.class,
+            new Count(Catalyst.<Expression>seq(Literal.create(1, DataTypes.IntegerType))), Complete$.MODULE$, false);
+        WindowSpecDefinition spec = new WindowSpecDefinition(Catalyst.seq(keyValues(target, bound)),
+            Catalyst.<SortOrder>seq(),
+            new SpecifiedWindowFrame(RowFrame$.MODULE$, UnboundedPreceding$.MODULE$, UnboundedFollowing$.MODULE$));
+        return Catalyst.alias(new WindowExpression(count, spec), "__merge_source_rows");
+    }
+
     /**
      * Spark's MERGE rule: a target row matched by more than one source row fails the statement, naming its key.
-     * The source rows per target row are counted over the join's own partitioning where it can be (the source's
-     * key values: rows without a target row there have distinct keys or no match), else over the key of either
-     * side (with WHEN NOT MATCHED BY SOURCE, whose target-only rows have no source key).
+     * The ON condition binds the whole key with equalities, so that is a matched row whose source key value has
+     * more than one source row: counted on the source before the join ({@link #sourceRowsPerKey}: the source is
+     * shuffled by those values for the join anyway), checked on the joined rows.
      */
-    private static LogicalPlan checkCardinality(RowLevelRewrite.Target target, Map<String, Expression> bound,
-                                                LogicalPlan rows, Attribute sourceMark, Expression isMatched,
-                                                boolean bySource) {
-        List<Expression> partition = new ArrayList<>();
+    private static LogicalPlan checkCardinality(RowLevelRewrite.Target target, LogicalPlan rows,
+                                                Attribute sourceRows, Expression isMatched) {
         List<Expression> message = new ArrayList<>();
         message.add(Catalyst.string("MERGE INTO " + target.name() + ": the target row with key "));
         for (String k : target.table().primaryKey()) {
             Attribute column = target.attribute(k);
-            Expression value = bound.get(k.toLowerCase(Locale.ROOT));
-            partition.add(bySource ? new Coalesce(Catalyst.seq(Catalyst.cast(value, column.dataType()), column))
-                : value);
             if (message.size() > 1) {
                 message.add(Catalyst.string(", "));
             }
@@ -204,17 +229,10 @@ final class MergePlan {
         }
         message.add(Catalyst.string(" is matched by more than one source row: each target row may match at most "
             + "one (Spark's MERGE rule; MERGE_CARDINALITY_VIOLATION); remove the duplicate source rows of that key"));
-        AggregateExpression count = Catalyst.make(AggregateExpression.class,
-            new Count(Catalyst.<Expression>seq(sourceMark)), Complete$.MODULE$, false);
-        WindowSpecDefinition spec = new WindowSpecDefinition(Catalyst.seq(partition), Catalyst.<SortOrder>seq(),
-            new SpecifiedWindowFrame(RowFrame$.MODULE$, UnboundedPreceding$.MODULE$, UnboundedFollowing$.MODULE$));
-        Alias matches = Catalyst.alias(new WindowExpression(count, spec), "__merge_matches");
-        LogicalPlan counted = Catalyst.make(Window.class, Catalyst.<NamedExpression>seq(matches),
-            Catalyst.seq(partition), Catalyst.<SortOrder>seq(), rows);
         Expression duplicate = new And(isMatched,
-            new GreaterThan(matches.toAttribute(), Literal.create(1L, DataTypes.LongType)));
+            new GreaterThan(sourceRows, Literal.create(1L, DataTypes.LongType)));
         Expression fail = Catalyst.cast(new RaiseError(new Concat(Catalyst.seq(message))), DataTypes.BooleanType);
-        return new Filter(new If(duplicate, fail, Literal.TrueLiteral()), counted);
+        return new Filter(new If(duplicate, fail, Literal.TrueLiteral()), rows);
     }
 
     /** The WHEN clauses as the two projections of the Expand (first the old row or insert, then the new row). */
