@@ -13,7 +13,7 @@ import pytest
 
 import tablestore
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.version_independent]   # the Python writer and the merge: tablestore logic
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("qty", pa.int64()), ("name", pa.string())])
 
