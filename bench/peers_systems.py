@@ -1,0 +1,378 @@
+"""The systems `bench/spark_peers.py` races, each with its fastest form of every workload, in one Spark session of
+its own process (`python bench/peers_systems.py SYSTEM DATA_DIR RESULT.json SCALE_NAME`).
+
+Every table has the columns `id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING` and primary key `id` where the system
+has keys (Paimon and tablestore: 2 fixed buckets; Delta and Parquet: none). Upserts come as Parquet batches with a
+column `op` (`+I`, `+U`, `-D`), and each system applies them its fastest way:
+- tablestore: the batch as a `_row_kind` DataFrame, `df.write.format("managed")`;
+- Paimon: `INSERT INTO` a table whose `rowkind.field` is `op` (one commit per batch, deletes included);
+- Delta: `MERGE INTO` (what Delta's users do; Delta has no changelog write);
+- Parquet (the floor): the batch appended as files, with no upsert semantics at all.
+Compaction is each system's full compaction (`CALL managed.system.compact`, `CALL paimon.sys.compact`, `OPTIMIZE`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+COLUMNS = "id, a, b, c"
+DDL = "id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING"
+
+
+class System:
+    """One system's session and statements; `t` is a table's short name, `name(t)` its name in SQL."""
+    key = ""
+    upsert_form = ""
+    stream_form = ""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+
+    def session(self) -> Any:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.master("local[2]").appName(f"peers-{self.key}")
+        for k, v in {**COMMON_CONF, **self.conf()}.items():
+            builder = builder.config(k, v)
+        return builder.getOrCreate()
+
+    def conf(self) -> dict[str, str]:
+        return {}
+
+    def name(self, t: str) -> str:
+        raise NotImplementedError
+
+    def create(self, spark: Any, t: str, changes: bool) -> None:
+        raise NotImplementedError
+
+    def insert(self, spark: Any, t: str, view: str) -> None:
+        spark.sql(f"INSERT INTO {self.name(t)} SELECT {COLUMNS}{self._op(t)} FROM {view}")
+
+    def _op(self, t: str) -> str:
+        return ""
+
+    def upsert(self, spark: Any, t: str, batch: str) -> None:
+        raise NotImplementedError
+
+    def compact(self, spark: Any, t: str) -> None:
+        raise NotImplementedError
+
+    def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
+        raise NotImplementedError
+
+    def changes(self, spark: Any, t: str) -> Any:
+        """A stream of the table's changes from now on."""
+        raise NotImplementedError
+
+    def feed(self, spark: Any, t: str) -> None:
+        """Make `t` (just created, empty) readable as a stream of changes."""
+
+
+COMMON_CONF = {
+    "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g",
+    "spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+class Tablestore(System):
+    key = "tablestore"
+    upsert_form = "_row_kind DataFrame, df.write.format('managed')"
+    stream_form = "writeStream.format('managed') of the _row_kind stream"
+
+    def session(self) -> Any:
+        import tablestore.spark
+
+        conf = {k: v for k, v in COMMON_CONF.items() if not k.startswith("spark.driver.host")
+                and not k.startswith("spark.driver.bind")}
+        return tablestore.spark.local_session("peers-tablestore", conf={
+            **conf, "spark.sql.catalog.managed.warehouse": str(self.work / "managed")})
+
+    def name(self, t: str) -> str:
+        return f"managed.bench.{t}"
+
+    def create(self, spark: Any, t: str, changes: bool) -> None:
+        spark.sql("CREATE DATABASE IF NOT EXISTS managed.bench")
+        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')")
+
+    def upsert(self, spark: Any, t: str, batch: str) -> None:
+        (spark.read.parquet(batch).withColumnRenamed("op", "_row_kind")
+         .write.format("managed").mode("append").save(f"bench.{t}"))
+
+    def compact(self, spark: Any, t: str) -> None:
+        spark.sql(f"CALL managed.system.compact(table => 'bench.{t}')").collect()
+
+    def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
+        return (batches.withColumnRenamed("op", "_row_kind").writeStream.format("managed")
+                .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(f"bench.{t}"))
+
+    def changes(self, spark: Any, t: str) -> Any:
+        return spark.readStream.format("managed").option("scan", "latest").load(f"bench.{t}")
+
+
+class Paimon(System):
+    key = "paimon"
+    upsert_form = "INSERT INTO a table with 'rowkind.field' = 'op'"
+    stream_form = "writeStream.format('paimon'), 'rowkind.field' = 'op'"
+
+    def conf(self) -> dict[str, str]:
+        sys.path.insert(0, str(ROOT / "scripts" / "paimon"))
+        from build import jar_path   # type: ignore[import-not-found]
+
+        return {"spark.jars": str(jar_path()),
+                "spark.sql.catalog.paimon": "org.apache.paimon.spark.SparkCatalog",
+                "spark.sql.catalog.paimon.warehouse": f"file:{self.work / 'paimon'}",
+                "spark.sql.extensions": "org.apache.paimon.spark.extensions.PaimonSparkSessionExtensions"}
+
+    def name(self, t: str) -> str:
+        return f"paimon.bench.{t}"
+
+    def create(self, spark: Any, t: str, changes: bool) -> None:
+        spark.sql("CREATE DATABASE IF NOT EXISTS paimon.bench")
+        op = ", op STRING" if changes else ""
+        kind = ", 'rowkind.field' = 'op'" if changes else ""
+        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}{op}) "
+                  f"TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2'{kind})")
+
+    def _op(self, t: str) -> str:
+        return ", '+I' AS op" if t != "bulk" else ""
+
+    def upsert(self, spark: Any, t: str, batch: str) -> None:
+        spark.read.parquet(batch).createOrReplaceTempView("batch")
+        spark.sql(f"INSERT INTO {self.name(t)} SELECT {COLUMNS}, op FROM batch")
+
+    def compact(self, spark: Any, t: str) -> None:
+        spark.sql(f"CALL paimon.sys.compact(table => 'bench.{t}')").collect()
+
+    def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
+        return (batches.writeStream.format("paimon").option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start(str(self.work / "paimon" / "bench.db" / t)))
+
+    def changes(self, spark: Any, t: str) -> Any:
+        return (spark.readStream.format("paimon").option("scan.mode", "latest")
+                .load(str(self.work / "paimon" / "bench.db" / t)))
+
+
+class Delta(System):
+    key = "delta"
+    upsert_form = "MERGE INTO"
+    stream_form = "foreachBatch + MERGE INTO"
+
+    def conf(self) -> dict[str, str]:
+        from tablestore.spark.delta import delta_conf
+
+        return {**delta_conf(), "spark.sql.warehouse.dir": str(self.work / "delta")}
+
+    def name(self, t: str) -> str:
+        return f"bench.{t}"
+
+    def create(self, spark: Any, t: str, changes: bool) -> None:
+        spark.sql("CREATE DATABASE IF NOT EXISTS bench")
+        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) USING delta")
+
+    def upsert(self, spark: Any, t: str, batch: str) -> None:
+        spark.read.parquet(batch).createOrReplaceTempView("batch")
+        self._merge(spark, t, "batch")
+
+    def _merge(self, spark: Any, t: str, view: str) -> None:
+        spark.sql(f"MERGE INTO {self.name(t)} t USING {view} s ON t.id = s.id "
+                  "WHEN MATCHED AND s.op = '-D' THEN DELETE "
+                  "WHEN MATCHED THEN UPDATE SET a = s.a, b = s.b, c = s.c "
+                  "WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT (id, a, b, c) VALUES (s.id, s.a, s.b, s.c)")
+
+    def compact(self, spark: Any, t: str) -> None:
+        spark.sql(f"OPTIMIZE {self.name(t)}").collect()
+
+    def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
+        def merge(df: Any, _: int) -> None:
+            df.createOrReplaceTempView("micro")
+            self._merge(df.sparkSession, t, "micro")
+
+        return (batches.writeStream.foreachBatch(merge).option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start())
+
+    def feed(self, spark: Any, t: str) -> None:
+        spark.sql(f"ALTER TABLE {self.name(t)} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+
+    def changes(self, spark: Any, t: str) -> Any:
+        return spark.readStream.format("delta").option("readChangeFeed", "true").table(self.name(t))
+
+
+class Parquet(System):
+    """Spark's own Parquet files: the floor of every write and read (no keys, no upserts, no compaction)."""
+    key = "parquet"
+    upsert_form = "appended as files (no upsert: the floor)"
+    stream_form = "files appended by writeStream (no upsert: the floor)"
+
+    def name(self, t: str) -> str:
+        return f"parquet.`{self.work / 'parquet' / t}`"
+
+    def create(self, spark: Any, t: str, changes: bool) -> None:
+        pass
+
+    def insert(self, spark: Any, t: str, view: str) -> None:
+        spark.table(view).select("id", "a", "b", "c").write.mode("append").parquet(str(self.work / "parquet" / t))
+
+    def upsert(self, spark: Any, t: str, batch: str) -> None:
+        spark.read.parquet(batch).drop("op").write.mode("append").parquet(str(self.work / "parquet" / t))
+
+    def compact(self, spark: Any, t: str) -> None:
+        raise NotImplementedError
+
+    def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
+        return (batches.drop("op").writeStream.format("parquet").option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start(str(self.work / "parquet" / t)))
+
+    def feed(self, spark: Any, t: str) -> None:
+        (spark.createDataFrame([], "id BIGINT, a BIGINT, b DOUBLE, c STRING")
+         .write.mode("append").parquet(str(self.work / "parquet" / t)))
+
+    def changes(self, spark: Any, t: str) -> Any:
+        return spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING").parquet(str(self.work / "parquet" / t))
+
+
+SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Tablestore, Paimon, Delta, Parquet)}
+
+
+def _timed(run: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _answer(spark: Any, sql_from: str) -> list[int]:
+    row = spark.sql(f"SELECT count(*), coalesce(sum(a), 0) FROM {sql_from}").collect()[0]
+    return [int(row[0]), int(row[1])]
+
+
+def _noop(spark: Any, query: str) -> None:
+    spark.sql(query).write.format("noop").mode("overwrite").save()
+
+
+def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, Any], prefix: str = "") -> None:
+    """Every workload once on fresh tables named with `prefix` (the warm-up pass uses its own)."""
+    spark = system.session()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.read.parquet(str(data / "bulk.parquet")).createOrReplaceTempView("bulk_src")
+    spark.read.parquet(str(data / "base.parquet")).createOrReplaceTempView("base_src")
+    batches = sorted(str(p) for p in (data / "batches").glob("*.parquet"))
+    bound = truth["range_bound"]
+    checks: dict[str, Any] = {}
+
+    def record(name: str, seconds: float, rows: int, form: str = "") -> None:
+        timings[name] = {"seconds": seconds, "rows": rows, "form": form}
+
+    bulk, up, st = f"{prefix}bulk", f"{prefix}up", f"{prefix}st"
+    system.create(spark, bulk, changes=False)
+    record("bulk insert", _timed(lambda: system.insert(spark, bulk, "bulk_src")), truth["bulk"][0], "SQL INSERT")
+    checks["bulk insert"] = _answer(spark, system.name(bulk)) == truth["bulk"]
+
+    system.create(spark, up, changes=True)
+    system.insert(spark, up, "base_src")
+    def upserts() -> None:
+        for b in batches:
+            system.upsert(spark, up, b)
+
+    record("upserts", _timed(upserts), truth["changes"], system.upsert_form)
+    final = system.name(up)
+    if system.key != "parquet":
+        checks["upserts"] = _answer(spark, final) == truth["final"]
+    else:   # the floor has no upserts: its reads read the final rows written as plain Parquet
+        final = f"parquet.`{data / 'final.parquet'}`"
+    record("scan", _timed(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final}")), truth["final"][0])
+    record("1% key range", _timed(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final} WHERE id < {bound}")),
+           truth["range"][0])
+    checks["1% key range"] = _answer(spark, f"{final} WHERE id < {bound}") == truth["range"]
+    if system.key != "parquet":
+        record("full compaction", _timed(lambda: system.compact(spark, up)), truth["final"][0])
+        checks["full compaction"] = _answer(spark, final) == truth["final"]
+        record("scan after compaction", _timed(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final}")),
+               truth["final"][0])
+        record("1% range after compaction",
+               _timed(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final} WHERE id < {bound}")), truth["range"][0])
+        checks["range after compaction"] = _answer(spark, f"{final} WHERE id < {bound}") == truth["range"]
+
+    system.create(spark, st, changes=True)
+    system.insert(spark, st, "base_src")
+    stream = (spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING, op STRING")
+              .option("maxFilesPerTrigger", 1).parquet(str(data / "batches")))
+    checkpoint = str(system.work / "checkpoints" / st)
+
+    def streamed() -> None:
+        query = system.stream_upsert(spark, st, stream, checkpoint)
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"{system.key}: the streaming write failed: {query.exception()}")
+
+    record("streaming upserts (10 micro-batches)", _timed(streamed), truth["changes"], system.stream_form)
+    if system.key != "parquet":
+        checks["streaming upserts"] = _answer(spark, system.name(st)) == truth["final"]
+    latency(system, spark, f"{prefix}lat", data, timings)
+    timings["_checks"] = checks
+    timings["_spark"] = spark.version
+
+
+COMMITS = 5
+
+
+def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, Any]) -> None:
+    """From the end of a commit (a write of 1,000 changes returned) to a streaming reader of the table's changes
+    (started before, polling as fast as it can) having those rows in a micro-batch: the median of COMMITS commits."""
+    system.create(spark, t, changes=True)
+    system.feed(spark, t)
+    arrived: dict[str, float] = {}
+
+    def sink(df: Any, _: int) -> None:
+        now = time.time()
+        for row in df.select("c").where("c LIKE 'mark-%'").distinct().collect():
+            arrived.setdefault(row.c, now)
+
+    query = (system.changes(spark, t).writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(system.work / "checkpoints" / t)).start())
+    waits = []
+    try:
+        deadline = time.time() + 120
+        while query.lastProgress is None and time.time() < deadline:   # the reader's first (empty) batch
+            time.sleep(0.05)
+        for i in range(COMMITS):
+            mark = f"mark-{i}"
+            batch = data / f"{t}-{i}.parquet"
+            spark.createDataFrame([(10**12 + i * 1000 + j, j, 0.0, mark, "+I") for j in range(1000)],
+                                  "id BIGINT, a BIGINT, b DOUBLE, c STRING, op STRING").write.parquet(str(batch))
+            system.upsert(spark, t, str(batch))
+            committed = time.time()
+            while mark not in arrived:
+                if query.exception() is not None:
+                    raise RuntimeError(f"{system.key}: the change stream failed: {query.exception()}")
+                if time.time() > committed + 120:
+                    raise RuntimeError(f"{system.key}: commit {i} not seen by the change stream in 120 s")
+                time.sleep(0.01)
+            waits.append(arrived[mark] - committed)
+    finally:
+        query.stop()
+    waits.sort()
+    timings["commit to change stream (median)"] = {"seconds": waits[len(waits) // 2], "rows": 1000,
+                                                   "form": f"median of {COMMITS} commits of 1,000 rows"}
+
+
+def main() -> None:
+    key, data, out, warm = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+    truth = json.loads((data / "truth.json").read_text())
+    warm_truth = json.loads((warm / "truth.json").read_text())
+    system = SYSTEMS[key](data / f"work-{key}")
+    warm_up: dict[str, Any] = {}
+    run(system, warm, warm_truth, warm_up, prefix="w")   # JIT, jars, Python workers: the timed pass runs warm
+    timings: dict[str, Any] = {}
+    run(system, data, truth, timings)
+    timings["_warm_checks"] = warm_up["_checks"]
+    out.write_text(json.dumps(timings, indent=2))
+
+
+if __name__ == "__main__":
+    main()
