@@ -32,7 +32,8 @@ import scala.Option;
  *   <li>its writer ({@link #writer}) catches the error, aborts the task's own writer (the JVM writer deletes its
  *       files) and commits a {@link Failed} message carrying the error's line instead;</li>
  *   <li>the job's commit on the driver ({@link tablestore.spark.jvm.DelegatingBatchWrite}) finds it, commits nothing
- *       and throws {@link TableStoreTaskError}, a PythonException whose message is that line, e.g.
+ *       and throws {@link TableStoreTaskError} (a PythonException; on Spark 4.1 an IllegalArgumentException, which
+ *       PySpark 4.1 shows as its message) whose message is that line, e.g.
  *       {@code InvalidWriteError: table 'db.t': primary-key column 'id' has nulls};</li>
  *   <li>Spark then aborts the job (the Python write deletes the other tasks' files, {@link #withoutFailed}) and
  *       hands the error on as it is; PySpark raises it as a PythonException with that message.</li>
