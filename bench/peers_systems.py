@@ -118,6 +118,7 @@ class Tablestore(System):
 
 class Paimon(System):
     key = "paimon"
+    with_op: set[str] = set()
     upsert_form = "INSERT INTO a table with 'rowkind.field' = 'op'"
     stream_form = "writeStream.format('paimon'), 'rowkind.field' = 'op'"
 
@@ -135,13 +136,15 @@ class Paimon(System):
 
     def create(self, spark: Any, t: str, changes: bool) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS paimon.bench")
+        if changes:
+            self.with_op.add(t)
         op = ", op STRING" if changes else ""
         kind = ", 'rowkind.field' = 'op'" if changes else ""
         spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}{op}) "
                   f"TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2'{kind})")
 
     def _op(self, t: str) -> str:
-        return ", '+I' AS op" if t != "bulk" else ""
+        return ", '+I' AS op" if t in self.with_op else ""
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         spark.read.parquet(batch).createOrReplaceTempView("batch")
