@@ -345,7 +345,7 @@ def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, A
             time.sleep(0.05)
         for i in range(COMMITS):
             mark = f"mark-{i}"
-            batch = data / f"{t}-{i}.parquet"
+            batch = system.work / "latency" / f"{t}-{i}.parquet"
             spark.createDataFrame([(10**12 + i * 1000 + j, j, 0.0, mark, "+I") for j in range(1000)],
                                   "id BIGINT, a BIGINT, b DOUBLE, c STRING, op STRING").write.parquet(str(batch))
             system.upsert(spark, t, str(batch))
