@@ -338,13 +338,19 @@ def _kafka_properties(config: IngestConfig) -> dict[str, str]:
     return {k[len("kafka."):]: v for k, v in config.kafka_options.items() if k.startswith("kafka.")}
 
 
+_PYTHON_ERROR = re.compile(r"^((?:\w+\.)*\w*(?:Error|Exception): .+)$", re.MULTILINE)
+
+
 def _decoder_error(failure: str) -> tuple[str | None, str]:
     """The decoder's marker (BAD_RECORD, SCHEMA_CHANGE or None) and its message line out of Spark's exception text.
     The text also holds the query's plan, whose decoder expressions hold both markers (before the message on
     PySpark 4.1, after it on 4.2+): the message is the marker followed by a record's topic, partition and offset."""
     found = _DECODER_MESSAGE.search(failure)
     if found is None:
-        return None, failure.strip().split("\n")[0]
+        first = failure.strip().split("\n")[0]
+        head, traceback, rest = first.partition("Traceback (most recent call last)")
+        raised = _PYTHON_ERROR.findall(failure) if traceback else []   # a Python error: its exception line
+        return None, head + raised[-1] if raised else first
     line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group("message"))
     return found.group("marker"), line.rstrip(" .'\"")
 

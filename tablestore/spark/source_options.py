@@ -75,6 +75,7 @@ OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("change-tracking", WRITES, "whether the write goes to the table's log too (default: the table's)"),
     SourceOption("jvm-writer", ("write",), "false keeps a batch write on the Python writer"),
     SourceOption("checkpointlocation", ("stream-write", "stream-read"), "Spark's: the streaming query's checkpoint"),
+    SourceOption("queryname", ("stream-write", "stream-read"), "Spark's: the streaming query's name (queryName(...))"),
 )
 """Every option `format("managed")` accepts: the one list (docs/spark.md#options shows it)."""
 

@@ -328,3 +328,9 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
     assert _decoder_error(plan_first) == (SCHEMA_CHANGE, "table shop.orders: schema change in topic t partition 1 "
                                                         "offset 7: its columns or their types are not the table's")
     assert _decoder_error("java.io.IOException: disk full\n at ...") == (None, "java.io.IOException: disk full")
+    python = ("[STREAM_FAILED] Query failed: [PYTHON_DATA_SOURCE_ERROR] writer: Traceback (most recent call last):\n"
+              '  File "w.py", line 3, in f\n    check()\n'
+              "tablestore.spark.source_options.DataSourceOptionError: table 'shop.orders': unknown option 'x'\n")
+    assert _decoder_error(python) == (None, "[STREAM_FAILED] Query failed: [PYTHON_DATA_SOURCE_ERROR] writer: "
+                                            "tablestore.spark.source_options.DataSourceOptionError: table "
+                                            "'shop.orders': unknown option 'x'")   # the exception, not "Traceback"
