@@ -18,7 +18,7 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
   them (tablestore: `readStream.format("managed")`, a table without a log: snapshots compared; Paimon: its
   streaming source, scan.mode latest; Delta: its change data feed; Parquet: a file stream), median of 5.
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
-timed pass. Every answer is checked (count and sum of a column against the generator's truth) and a wrong one
+timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and sum of a column against the generator's truth) and a wrong one
 fails the run. Prints one table (seconds, rows/s, tablestore's speed-up over each peer: their seconds / ours) and
 writes bench/out/spark_peers.json and bench/out/spark_peers.png. Not a test: figures depend on the machine's load.
 """
