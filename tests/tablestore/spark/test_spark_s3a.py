@@ -88,8 +88,8 @@ def test_the_jvm_writes_and_reads_an_s3_warehouse_and_keeps_checkpoints_there(
     seen: dict[str, Any] = json.loads(next(l for l in text.splitlines() if l.startswith("RESULT "))[7:])
     assert seen["s3a"]
     assert seen["creators"] == ["parquet-mr"]   # the JVM writer's files (Python's say parquet-cpp-arrow)
-    assert seen["raw_columnar"] and not seen["python_columnar"]      # raw splits read by Spark's Parquet reader
-    assert seen["raw_equals_python"] and seen["raw_equals_library"] and seen["rows"] == 5000
+    assert seen["raw_columnar"] and seen["range_columnar"]      # raw splits read by Spark's Parquet reader
+    assert seen["range_equals_raw"] and seen["raw_equals_library"] and seen["rows"] == 5000
     assert seen["sql_columnar"] and seen["sql_equals"]
     assert seen["stream_counts"] == [5100, 5200] and seen["appends"] == 3   # one write + one batch per run
     fs = s3_server.fs()
