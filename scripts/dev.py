@@ -47,6 +47,13 @@ most from the default's, runs every test of MATRIX_SELECTION: also the CDC decod
 materializer, the cluster, S3A and Delta."""
 
 
+MAIN_SUITE_WORKERS = ["-n", "2", "--dist", "loadfile"]
+"""The whole suite runs in two pytest-xdist workers, each test file in one of them (its module fixtures set up
+once): most of a Spark or Kafka test's time is waiting (JVM start, micro-batch triggers, polls), so two at a time
+on 2 cores take about half the time of one after the other. Each worker has its own Spark session and its own
+broker (tests/conftest.py)."""
+
+
 def _run(cmd: list[str], **kwargs: object) -> int:
     print("+", " ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=ROOT, **kwargs)  # type: ignore[arg-type]
@@ -116,7 +123,7 @@ def main(argv: list[str]) -> int:
     if command == "test":
         env = dict(os.environ)
         build_s3_server_in_background()
-        code = _run([str(PY), "-m", "pytest", *rest], env=env)
+        code = _run([str(PY), "-m", "pytest", *(rest or MAIN_SUITE_WORKERS)], env=env)
         if code == 5:
             print("pytest collected no tests", file=sys.stderr)
         if rest:   # a selection of tests: the default PySpark only

@@ -18,6 +18,23 @@ from logstore import broker
 from logstore.errors import BrokerToolMissingError
 
 
+def _own_broker_per_worker() -> None:
+    """Under pytest-xdist (`-n N`, as scripts/dev.py runs the suite) each worker process has its own session and so
+    its own broker: worker `gwK` moves the port by 20*K and keeps its state in a folder of its own, so one worker's
+    broker stopping at its end never pulls the broker from under another."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    index = int(worker[2:])
+    port = broker.default_port() + 20 * index
+    os.environ["TABLESTORE_KAFKA_PORT"] = str(port)
+    os.environ.pop("TABLESTORE_KAFKA_CONTROLLER_PORT", None)
+    os.environ["TABLESTORE_KAFKA_DIR"] = f"{broker.run_dir()}-{worker}"
+
+
+_own_broker_per_worker()
+
+
 @pytest.fixture(autouse=True)
 def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test still running after `hang_watchdog.watchdog_seconds()` prints every stack it hangs on."""
