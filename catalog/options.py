@@ -101,7 +101,8 @@ WRITE_ONLY: ConfigOption[bool] = ConfigOption(
 CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
     "change-tracking", "boolean", "true",
     "Whether writes also go to the table's log (FLIP-188). False: the file store only; log readers do not see "
-    "those rows. Honoured by the Spark `managed` data source, also per write: `.option(\"change-tracking\", ...)`.",
+    "those rows. Every writer honours it (the table API, Spark's batch and streaming writes, SQL, ingest); a Spark "
+    "write may set its own: `.option(\"change-tracking\", ...)`.",
 )
 
 CHANGELOG_NORMALIZE: ConfigOption[bool] = ConfigOption(

@@ -6,6 +6,7 @@ from filestore.bucket import bucket_of
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
 from filestore.compact_pick import sorted_runs
+from filestore.context import StoreContext
 from filestore.errors import (
     BucketMismatchError,
     CommitConflictError,
@@ -85,6 +86,7 @@ __all__ = [
     "Snapshot",
     "SnapshotNotFoundError",
     "Split",
+    "StoreContext",
     "TableDroppedError",
     "TablePaths",
     "TableSchema",

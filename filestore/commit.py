@@ -21,16 +21,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 from filestore.errors import (CommitConflictError, CommitRetriesExhaustedError, ConcurrentUpdateError,
                               SequenceConflictError)
 from filestore.live import LiveFiles
 from filestore.retry import RetryBudget
 from filestore.meta import CommitKind, CommitMessage, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
+from filestore.context import StoreContext
 
-if TYPE_CHECKING:
-    from filestore.store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +56,16 @@ class _Delta:
 
 
 class FileStoreCommit:
-    def __init__(self, store: "FileStore", commit_user: str, *, new_user: bool = False) -> None:
+    def __init__(self, context: StoreContext, commit_user: str, *, new_user: bool = False) -> None:
         """`new_user`: the commit user was just generated, so none of its commits can exist yet and step 1
         (a scan back through the snapshots) is skipped for its first commit."""
-        self.store = store
+        self.context = context
         self.commit_user = commit_user
         self._may_have_committed = not new_user
 
     def find_committed(self, identifier: int) -> int | None:
         """The id of the snapshot this user committed with `identifier`, if any (scanning newest first)."""
-        sm = self.store.snapshots
+        sm = self.context.snapshots
         latest, earliest = sm.latest_id(), sm.earliest_id()
         if latest is None or earliest is None:
             return None
@@ -116,16 +115,16 @@ class FileStoreCommit:
         a data commit after it in a bucket they write fails this one (step 4)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
-        budget = RetryBudget(self.store.options)
+        budget = RetryBudget(self.context.options)
         while True:
             if self._may_have_committed and kind != CommitKind.COMPACT:
                 done = self.find_committed(identifier)
                 if done is not None:
                     return CommitResult(done, None)
-            self.store.check_identity()
-            latest_id = self.store.snapshots.latest_id()
+            self.context.check_identity()
+            latest_id = self.context.snapshots.latest_id()
             if base is None or base.snapshot_id != latest_id:
-                base = self.store.live_files(None if latest_id is None else self.store.snapshots.get(latest_id))
+                base = self.context.live_files(None if latest_id is None else self.context.snapshots.get(latest_id))
             latest, live = base.snapshot, dict(base.entries)
             delta = self._build(messages, live, overwrite)
             if not delta.entries and not log_offsets and overwrite is None and log_published is None:
@@ -136,16 +135,16 @@ class FileStoreCommit:
             written: list[str] = []
             snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written,
                                                          log_pending, log_published)
-            if self.store.snapshots.try_publish(snapshot):
+            if self.context.snapshots.try_publish(snapshot):
                 self._may_have_committed = True
-                log.info("table %s: committed snapshot %s (%s)", self.store.table_name, snapshot.id, kind.value)
+                log.info("table %s: committed snapshot %s (%s)", self.context.table_name, snapshot.id, kind.value)
                 return CommitResult(snapshot.id, base.after(snapshot, manifests, delta.entries))
-            log.info("table %s: snapshot %s taken by another writer, retrying", self.store.table_name, snapshot.id)
+            log.info("table %s: snapshot %s taken by another writer, retrying", self.context.table_name, snapshot.id)
             for name in written:
-                self.store.io.delete(self.store.paths.manifest_file(name))
+                self.context.io.delete(self.context.paths.manifest_file(name))
             if not budget.retry():
                 raise CommitRetriesExhaustedError(
-                    f"table {self.store.table_name!r}: gave up after {budget.describe()}, other writers kept "
+                    f"table {self.context.table_name!r}: gave up after {budget.describe()}, other writers kept "
                     "committing first (nothing was committed; a retry is safe)"
                 )
 
@@ -164,7 +163,7 @@ class FileStoreCommit:
                 entries.append(ManifestEntry(FileKind.DELETE, m.partition, m.bucket, m.total_buckets, f))
                 deleted_rows += f.row_count
         if overwrite is not None:
-            keys = self.store.schema.partition_keys
+            keys = self.context.schema.partition_keys
             for e in live.values():
                 if overwrite == "all":
                     hit = True
@@ -188,7 +187,7 @@ class FileStoreCommit:
         key, counts would apply in no defined order; see filestore.countmerge)."""
         gone = [e.file.file_name for e in delta.entries if e.kind == FileKind.DELETE and e.identifier not in live]
         if gone:
-            raise CommitConflictError(self.store.table_name, gone)
+            raise CommitConflictError(self.context.table_name, gone)
         if kind == CommitKind.COMPACT:
             return
         deleted = {e.identifier for e in delta.entries if e.kind == FileKind.DELETE}
@@ -203,7 +202,7 @@ class FileStoreCommit:
             if e.kind == FileKind.ADD and e.file.min_sequence_number <= max_live.get((e.partition, e.bucket), -1)
         })
         if tied:
-            raise SequenceConflictError(self.store.table_name, tied)
+            raise SequenceConflictError(self.context.table_name, tied)
 
     def _validate_unchanged(self, delta: _Delta, planned_on: int, latest: Snapshot | None) -> None:
         """4. (A write planned on an older snapshot.) No APPEND or OVERWRITE snapshot after `planned_on` adds or
@@ -212,17 +211,17 @@ class FileStoreCommit:
         ours = {(e.partition, e.bucket) for e in delta.entries if e.kind == FileKind.ADD}
         if latest is None or not ours:
             return
-        snapshots, manifests = self.store.snapshots, self.store.manifests
+        snapshots, manifests = self.context.snapshots, self.context.manifests
         for sid in range(planned_on + 1, latest.id + 1):
             if not snapshots.exists(sid):
-                raise ConcurrentUpdateError(self.store.table_name, planned_on, sid, ["(expired)"])
+                raise ConcurrentUpdateError(self.context.table_name, planned_on, sid, ["(expired)"])
             s = snapshots.get(sid)
             if s.commit_kind == CommitKind.COMPACT:
                 continue
             touched = {(e.partition, e.bucket) for meta in manifests.read_manifest_list(s.delta_manifest_list)
                        for e in manifests.read_manifest(meta.file_name)} & ours
             if touched:
-                raise ConcurrentUpdateError(self.store.table_name, planned_on, sid,
+                raise ConcurrentUpdateError(self.context.table_name, planned_on, sid,
                                             sorted(f"{'/'.join(p) or '-'}:{b}" for p, b in touched))
 
     def _prepare_snapshot(
@@ -237,11 +236,11 @@ class FileStoreCommit:
         log_published: int | None = None,
     ) -> tuple[Snapshot, tuple[ManifestFileMeta, ...]]:
         """5. The new manifests and the snapshot naming them; also every manifest the snapshot references."""
-        mio = self.store.manifests
-        schema_id = self.store.schema.id
+        mio = self.context.manifests
+        schema_id = self.context.schema.id
         latest = base.snapshot
         manifests: list[ManifestFileMeta] = list(base.manifests)
-        if len(manifests) > self.store.options.manifest_merge_min_count:
+        if len(manifests) > self.context.options.manifest_merge_min_count:
             merged = mio.write_manifest(list(base.entries.values()), schema_id)  # full merge: only live ADDs remain
             written.append(merged.file_name)
             manifests = [merged]

@@ -21,7 +21,7 @@ one and projected back onto this reader's columns.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -36,33 +36,33 @@ from filestore.merge_rules import merge_by_engine
 from filestore.meta import DataFileMeta, ValueKind
 from filestore.parallel import pool
 from filestore.scan import Split, check_filter
+from filestore.context import StoreContext
 
-if TYPE_CHECKING:
-    from filestore.store import FileStore
 
 
 class SplitRead:
     def __init__(
-        self, store: "FileStore", columns: Sequence[str] | None = None, filter: pc.Expression | None = None
+        self, context: StoreContext, columns: Sequence[str] | None = None, filter: pc.Expression | None = None
     ) -> None:
-        self.store = store
-        schema = store.schema.arrow_schema
+        self.context = context
+        schema = context.schema.arrow_schema
         unknown = [c for c in columns or () if c not in schema.names]
         if unknown:
-            raise SchemaMismatchError(f"table {store.table_name!r} has no columns {unknown}; columns: {schema.names}")
+            raise SchemaMismatchError(f"table {context.table_name!r} has no columns {unknown}; columns: {schema.names}")
         if filter is not None:
-            check_filter(schema, filter, store.table_name)
+            check_filter(schema, filter, context.table_name)
         self.columns = list(columns) if columns is not None else list(schema.names)
         self.filter = filter
-        system = [SEQ, KIND] + ([] if store.schema.has_primary_key else [COUNT])
+        system = [SEQ, KIND] + ([] if context.schema.has_primary_key else [COUNT])
         # a filter may name any column: read them all then; otherwise the projection plus the key
-        order = store.options.merge_engine.sequence_fields  # a merge by sequence.field orders by them
-        needed = schema.names if filter is not None else _union([*store.schema.key_columns, *order], self.columns)
+        order = context.options.merge_engine.sequence_fields  # a merge by sequence.field orders by them
+        needed = schema.names if filter is not None else _union([*context.schema.key_columns, *order], self.columns)
         self._row_columns = [c for c in schema.names if c in set(needed)]
         self._file_columns = system + self._row_columns
         self.output_schema = pa.schema([schema.field(c) for c in self.columns])
-        self._key_filter = filter is not None and (not store.schema.has_primary_key or _binds_only(
-            filter, pa.schema([schema.field(c) for c in _union(store.schema.key_columns, store.schema.partition_keys)])
+        self._key_filter = filter is not None and (not context.schema.has_primary_key or _binds_only(
+            filter, pa.schema([schema.field(c)
+                               for c in _union(context.schema.key_columns, context.schema.partition_keys)])
         ))
 
     def read_records(
@@ -72,25 +72,25 @@ class SplitRead:
         if given, is applied while reading (row groups skipped); `columns` default to the system columns plus
         what the read needs."""
         names = list(columns) if columns is not None else self._file_columns
-        tables = [self.store.read_file(split.partition, split.bucket, f, names, filter) for f in split.files]
+        tables = [self.context.read_file(split.partition, split.bucket, f, names, filter) for f in split.files]
         return _concat(tables) if tables else self._empty_records().select(names)
 
     def _empty_records(self) -> pa.Table:
-        schema = self.store.schema.arrow_schema
+        schema = self.context.schema.arrow_schema
         fields = [pa.field(SEQ, pa.int64()), pa.field(KIND, pa.int8()), pa.field(COUNT, pa.int64())]
         by_name = {f.name: f for f in fields} | {f.name: f for f in schema}
         return pa.schema([by_name[c] for c in self._file_columns]).empty_table()
 
     def single_run(self, split: Split) -> bool:
         """Whether the split's files are one sorted run of a primary-key table (each key once, in key order)."""
-        return self.store.schema.has_primary_key and len(compact_pick.sorted_runs(split.files)) <= 1
+        return self.context.schema.has_primary_key and len(compact_pick.sorted_runs(split.files)) <= 1
 
     def read_run(self, split: Split, *, final: bool, filter: pc.Expression | None = None) -> pa.Table:
         """The split's runs merged into one sorted run (system columns included): what a merge of every record
         gives, DELETE records dropped when `final`. `filter` must be one that may be applied before the merge."""
-        s = self.store.schema
-        if self.store.newest_schema(split.files).id != s.id:
-            raise FileStoreError(f"table {self.store.table_name!r}: a reader of schema {s.id} cannot merge files "
+        s = self.context.schema
+        if self.context.newest_schema(split.files).id != s.id:
+            raise FileStoreError(f"table {self.context.table_name!r}: a reader of schema {s.id} cannot merge files "
                                  f"written under a newer schema; use the store of the newest schema")
         if self.single_run(split):
             files = sorted(split.files, key=lambda f: f.min_key)
@@ -103,7 +103,7 @@ class SplitRead:
             return by_run_order
         records = self.read_records(split, filter)
         return merge(records, s.key_columns, primary_key=s.has_primary_key, final=final,
-                     engine=self.store.options.merge_engine)
+                     engine=self.context.options.merge_engine)
 
     def plain_files(self, split: Split) -> tuple[DataFileMeta, ...] | None:
         """The split's files in key order when their row columns, read as they are, are exactly what `read` gives
@@ -112,16 +112,17 @@ class SplitRead:
         them."""
         if self.filter is not None or not self.single_run(split) or any(f.delete_row_count for f in split.files):
             return None
-        if not all(f.schema_id == self.store.schema.id or self.store.layout(f.schema_id).plain for f in split.files):
+        c = self.context
+        if not all(f.schema_id == c.schema.id or c.layout(f.schema_id).plain for f in split.files):
             return None  # written under an older schema: read through filestore.evolution
         return tuple(sorted(split.files, key=lambda f: f.min_key))
 
     def read(self, split: Split) -> pa.Table:
-        s = self.store.schema
-        newest = self.store.newest_schema(split.files)
+        s = self.context.schema
+        newest = self.context.newest_schema(split.files)
         if newest.id != s.id:  # this handle is older than some of the files: merge under theirs, then project
-            newer = SplitRead(self.store.evolved(newest), self.columns, self.filter)
-            return project_to(newer.read(split), self.output_schema, self.store.table_name)
+            newer = SplitRead(self.context.evolved(newest), self.columns, self.filter)
+            return project_to(newer.read(split), self.output_schema, self.context.table_name)
         single = self.single_run(split)
         pushed = self.filter is not None and (self._key_filter or single)
         filter = self.filter if pushed else None
@@ -148,9 +149,9 @@ class SplitRead:
         bucket's runs do: a compaction merges the newest runs), a key's newest record is the one of its newest run
         (filestore.merge.newest_run_winners); another merge engine merges the records in that order (run_order).
         None when that does not apply: the caller merges by sequence number."""
-        s = self.store.schema
+        s = self.context.schema
         key = s.key_columns[0] if len(s.key_columns) == 1 else None
-        engine = self.store.options.merge_engine
+        engine = self.context.options.merge_engine
         fields = engine.sequence_fields  # run order is arrival order: an order by them only for deduplicate's max
         by_field = engine.name == "deduplicate" and len(fields) == 1 and pa.types.is_signed_integer(
             s.arrow_schema.field(fields[0]).type)
@@ -162,7 +163,7 @@ class SplitRead:
             return None
         files = [f for run in runs for f in sorted(run.files, key=lambda f: f.min_key)]
         tables = [  # value kinds are read from files with deletes: the others' are all ADD
-            self.store.read_file(split.partition, split.bucket, f,
+            self.context.read_file(split.partition, split.bucket, f,
                                  [KIND] * (bool(f.delete_row_count) and KIND not in columns) + list(columns), filter)
             for f in files
         ]

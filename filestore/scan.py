@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,9 +23,8 @@ from filestore.errors import SchemaMismatchError
 from filestore.keycodec import decode_value
 from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.partition import partition_value
+from filestore.context import StoreContext
 
-if TYPE_CHECKING:
-    from filestore.store import FileStore
 
 
 @dataclass(frozen=True)
@@ -72,18 +71,18 @@ def check_filter(schema: pa.Schema, filter: object, table_name: str) -> None:
 
 
 class FileStoreScan:
-    def __init__(self, store: "FileStore") -> None:
-        self.store = store
-        schema = store.schema
+    def __init__(self, context: StoreContext) -> None:
+        self.context = context
+        schema = context.schema
         self._types = {f.name: f.type for f in schema.arrow_schema}
         self._skip_columns = set(schema.primary_keys) if schema.has_primary_key else set(schema.arrow_schema.names)
 
     def plan(self, snapshot: Snapshot | None, filter: pc.Expression | None = None) -> list[Split]:
         if filter is not None:
-            check_filter(self.store.schema.arrow_schema, filter, self.store.table_name)
+            check_filter(self.context.schema.arrow_schema, filter, self.context.table_name)
         if snapshot is None:
             return []
-        entries = list(self.store.live_entries(snapshot).values())
+        entries = list(self.context.live_entries(snapshot).values())
         if filter is not None:
             entries = self._prune(entries, filter)
         grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
@@ -96,14 +95,14 @@ class FileStoreScan:
 
     def _guarantee(self, entry: ManifestEntry) -> pc.Expression:
         terms: list[pc.Expression] = []
-        for key, rendered in zip(self.store.schema.partition_keys, entry.partition):
+        for key, rendered in zip(self.context.schema.partition_keys, entry.partition):
             value = partition_value(rendered, self._types[key])
             terms.append(pc.field(key).is_null() if not value.is_valid else pc.field(key) == value)
         # a file written under an older schema: its statistics are of its own types, and a column added since
         # reads as null in every row of it (filestore.evolution); a newer file's extra columns are not filtered on
-        layout = None if entry.file.schema_id == self.store.schema.id else self.store.layout(entry.file.schema_id)
+        layout = None if entry.file.schema_id == self.context.schema.id else self.context.layout(entry.file.schema_id)
         for s in entry.file.stats:
-            if s.column not in self._skip_columns or s.column in self.store.schema.partition_keys:
+            if s.column not in self._skip_columns or s.column in self.context.schema.partition_keys:
                 continue
             type_ = self._types[s.column]
             field = pc.field(s.column)
@@ -130,12 +129,12 @@ class FileStoreScan:
         if not entries:
             return []
         fmt = ds.ParquetFileFormat()
-        fs = self.store.io.arrow_fs()
+        fs = self.context.io.arrow_fs()
         by_path = {}
         fragments = []
         for i, e in enumerate(entries):
             path = f"/{i}"  # never opened: get_fragments only simplifies the filter against the guarantee
             by_path[path] = e
             fragments.append(fmt.make_fragment(path, filesystem=fs, partition_expression=self._guarantee(e)))
-        dataset = ds.FileSystemDataset(fragments, self.store.schema.arrow_schema, fmt, fs)
+        dataset = ds.FileSystemDataset(fragments, self.context.schema.arrow_schema, fmt, fs)
         return [by_path[f.path] for f in dataset.get_fragments(filter=filter)]

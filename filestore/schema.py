@@ -19,8 +19,9 @@ import pyarrow as pa
 from filestore.errors import CorruptFileError, FileStoreError
 from filestore.fileio import FileIO
 from filestore.paths import TablePaths, schema_id_of
+from filestore.merge_keys import COUNT, KIND, SEQ
 
-SYSTEM_COLUMNS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_VALUE_COUNT")
+SYSTEM_COLUMNS = (SEQ, KIND, COUNT)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 Plan on the driver (`new_scan().plan()`), read on workers (`new_read().read(split)`), write on workers
 (`new_write()` -> `prepare_commit()` -> commit messages), commit on the driver (`new_commit(user).commit(messages)`).
+The facade creates the parts; each part takes the store's `context` (filestore.context: file IO, paths, schema,
+options, name), never the store, so a part cannot create another and any front door can build one from the values.
 """
 from __future__ import annotations
 
@@ -12,18 +14,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.commit import FileStoreCommit
+from filestore.context import StoreContext
 from filestore.datafile import DataFileWriter
-from filestore.errors import SnapshotNotFoundError, TableDroppedError
-from filestore.evolution import FileLayout, read_file
 from filestore.fileio import FileIO
-from filestore.live import LiveFiles, read_live_files
+from filestore.live import LiveFiles
 from filestore.manifest import ManifestIO
 from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.read import SplitRead
 from filestore.scan import FileStoreScan
-from filestore.schema import SchemaManager, TableSchema
+from filestore.schema import TableSchema
 from filestore.snapshot import SnapshotManager
 from filestore.write import FileStoreWrite
 
@@ -32,119 +33,94 @@ class FileStore:
     def __init__(
         self, io: FileIO, root: str, schema: TableSchema, options: FileStoreOptions, table_name: str
     ) -> None:
-        self.io = io
-        self.schema = schema
-        self.options = options
-        self.table_name = table_name
-        self.paths = TablePaths(root, options.file_format)
-        self.snapshots = SnapshotManager(io, self.paths, table_name)
-        self.manifests = ManifestIO(io, self.paths, table_name)
-        self._schemas: dict[int, TableSchema] = {schema.id: schema}  # schema files never change: cached by id
-        self._layouts: dict[int, FileLayout] = {}
+        self.context = StoreContext.of(io, root, schema, options, table_name)
+
+    @classmethod
+    def of(cls, context: StoreContext) -> "FileStore":
+        store = cls.__new__(cls)
+        store.context = context
+        return store
+
+    # -- the context's values --------------------------------------------------------------------
+    @property
+    def io(self) -> FileIO:
+        return self.context.io
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.context.schema
+
+    @property
+    def options(self) -> FileStoreOptions:
+        return self.context.options
+
+    @property
+    def table_name(self) -> str:
+        return self.context.table_name
+
+    @property
+    def paths(self) -> TablePaths:
+        return self.context.paths
+
+    @property
+    def snapshots(self) -> SnapshotManager:
+        return self.context.snapshots
+
+    @property
+    def manifests(self) -> ManifestIO:
+        return self.context.manifests
 
     # -- schema versions -----------------------------------------------------------------------
     def schema_of(self, schema_id: int) -> TableSchema:
-        """The table's schema `schema_id` (the one a data file was written under), read once."""
-        found = self._schemas.get(schema_id)
-        if found is None:
-            found = self._schemas[schema_id] = SchemaManager(self.io, self.paths).get(schema_id)
-        return found
+        return self.context.schema_of(schema_id)
 
     def newest_schema(self, files: Sequence[DataFileMeta]) -> TableSchema:
-        """This store's schema, or the newest schema `files` were written under when that is newer (a handle
-        loaded before the table's schema changed reading files written after)."""
-        newest = max((f.schema_id for f in files), default=self.schema.id)
-        return self.schema if newest <= self.schema.id else self.schema_of(newest)
+        return self.context.newest_schema(files)
 
     def evolved(self, schema: TableSchema) -> "FileStore":
         """This store under a newer `schema` of the same table (same options and caches)."""
-        if schema.id == self.schema.id:
-            return self
-        store = FileStore(self.io, self.paths.root, schema, self.options, self.table_name)
-        store._schemas = self._schemas
-        return store
-
-    def layout(self, schema_id: int) -> FileLayout:
-        """How a file of schema `schema_id` reads under this store's schema (filestore.evolution)."""
-        found = self._layouts.get(schema_id)
-        if found is None:
-            file_schema = self.schema_of(schema_id).arrow_schema
-            found = self._layouts[schema_id] = FileLayout.of(schema_id, file_schema, self.schema.arrow_schema)
-        return found
+        context = self.context.evolved(schema)
+        return self if context is self.context else FileStore.of(context)
 
     def read_file(self, partition: Partition, bucket: int, file: DataFileMeta, columns: Sequence[str],
                   filter: pc.Expression | None = None) -> pa.Table:
-        """Columns `columns` (system or table columns) of one data file, read under this store's schema whatever
-        schema the file was written under (filestore.evolution); `filter` keeps only matching rows."""
-        return read_file(self.io, self.data_file_path(partition, bucket, file.file_name), self.options.file_format,
-                         self.layout(file.schema_id), self.schema.arrow_schema, columns, filter, self.table_name)
+        return self.context.read_file(partition, bucket, file, columns, filter)
 
-    # -- identity ------------------------------------------------------------------------------
+    # -- identity and metadata -----------------------------------------------------------------
     def check_identity(self) -> None:
-        """TableDroppedError unless the table this store was loaded from is still there (same `schema-<id>`,
-        same uuid). Writers call it before writing any file and at every commit attempt, so a stale handle
-        neither recreates a dropped table's directory nor commits into a table created again under its name."""
-        path = self.paths.schema_file(self.schema.id)
-        try:
-            current = TableSchema.from_json(self.io.read_bytes(path).decode(), path)
-        except FileNotFoundError:
-            raise TableDroppedError(self.table_name, self.paths.root, recreated=False) from None
-        if current.uuid != self.schema.uuid:
-            raise TableDroppedError(self.table_name, self.paths.root, recreated=True)
+        self.context.check_identity()
 
-    # -- metadata ------------------------------------------------------------------------------
     def live_files(self, snapshot: Snapshot | None) -> LiveFiles:
-        """The live files of `snapshot` as a value (its manifests read once); pass it down rather than re-reading."""
-        return read_live_files(self.manifests, snapshot)
+        return self.context.live_files(snapshot)
 
     def live_entries(self, snapshot: Snapshot | None) -> dict[tuple[Partition, int, str], ManifestEntry]:
-        """The live data files of `snapshot`, keyed by (partition, bucket, file name)."""
-        return dict(self.live_files(snapshot).entries)
+        return self.context.live_entries(snapshot)
 
     def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None) -> Snapshot | None:
-        """The snapshot to read: a given id, the latest at or before a time, or the latest one."""
-        if snapshot_id is not None and timestamp_ms is not None:
-            raise SnapshotNotFoundError("give a snapshot id or a timestamp, not both")
-        if snapshot_id is not None:
-            return self.snapshots.get(snapshot_id)
-        if timestamp_ms is not None:
-            return self.snapshots.at_or_before(timestamp_ms)
-        return self.snapshots.latest()
+        return self.context.resolve_snapshot(snapshot_id, timestamp_ms)
 
     # -- plan, read, write, commit -------------------------------------------------------------
     def new_scan(self) -> FileStoreScan:
-        return FileStoreScan(self)
+        return FileStoreScan(self.context)
 
     def new_read(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> SplitRead:
-        return SplitRead(self, columns, filter)
+        return SplitRead(self.context, columns, filter)
 
     def new_write(self, base: LiveFiles | None = None) -> FileStoreWrite:
         """A writer whose sequence numbers continue from `base`, the live files of the snapshot it writes on
         (default: read those of the latest snapshot)."""
         live = base if base is not None else self.live_files(self.snapshots.latest())
-        return FileStoreWrite(self, live.max_sequence_numbers())
+        return FileStoreWrite(self.context, live.max_sequence_numbers())
 
     def new_commit(self, commit_user: str | None = None, *, new_user: bool = False) -> FileStoreCommit:
         """A committer for `commit_user` (a fresh one when None). `new_user=True` promises that user has never
         committed (it was just generated), which spares the idempotence scan of its first commit."""
         if commit_user is None:
-            return FileStoreCommit(self, str(uuid.uuid4()), new_user=True)
-        return FileStoreCommit(self, commit_user, new_user=new_user)
+            return FileStoreCommit(self.context, str(uuid.uuid4()), new_user=True)
+        return FileStoreCommit(self.context, commit_user, new_user=new_user)
 
     def data_file_writer(self) -> DataFileWriter:
-        s = self.schema
-        stats_columns = [f.name for f in s.arrow_schema]
-        return DataFileWriter(
-            self.io,
-            self.paths,
-            partition_keys=s.partition_keys,
-            key_columns=s.key_columns,
-            stats_columns=stats_columns,
-            schema_id=s.id,
-            file_format=self.options.file_format,
-            compression=self.options.file_compression,
-            target_file_size=self.options.target_file_size,
-        )
+        return self.context.data_file_writer()
 
     def data_file_path(self, partition: Partition, bucket: int, file_name: str) -> str:
-        return self.paths.data_file(self.schema.partition_keys, partition, bucket, file_name)
+        return self.context.data_file_path(partition, bucket, file_name)

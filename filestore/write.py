@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +27,8 @@ from filestore.merge_engine import check_retractions, prepare_input
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
 from filestore.parallel import pool, pool_size, wait_all
 from filestore.partition import check_partition_names, render_partition_column
+from filestore.context import StoreContext
 
-if TYPE_CHECKING:
-    from filestore.store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +96,17 @@ def _bytes_per_row(source: GatherSource) -> int:
 
 
 class FileStoreWrite:
-    def __init__(self, store: "FileStore", max_sequence_numbers: dict[tuple[Partition, int], int], *,
+    def __init__(self, context: StoreContext, max_sequence_numbers: dict[tuple[Partition, int], int], *,
                  bucket: int | None = None) -> None:
         """`bucket`: every row written belongs to this bucket (the caller clustered the rows by the table's bucket
         function, e.g. a Spark write task per bucket): rows are not hashed, but the first BUCKET_CHECK_ROWS of each
         input are, and a row of another bucket fails that write with BucketMismatchError."""
-        self.store = store
-        self.schema = store.schema
+        self.context = context
+        self.schema = context.schema
         self.bucket = bucket
         self._max_seq = max_sequence_numbers
         self._memtables: dict[tuple[Partition, int], _Memtable] = {}
-        self._writer = store.data_file_writer()
+        self._writer = context.data_file_writer()
         self._in_flight: list["Future[list[DataFileMeta]]"] = []
 
     def conform(self, data: pa.Table) -> pa.Table:
@@ -116,20 +114,20 @@ class FileStoreWrite:
         target = self.schema.arrow_schema
         for name in self.schema.primary_keys:
             if name in data.schema.names and data.column(name).null_count:
-                raise InvalidWriteError(f"table {self.store.table_name!r}: primary-key column {name!r} has nulls")
+                raise InvalidWriteError(f"table {self.context.table_name!r}: primary-key column {name!r} has nulls")
         missing = [f for f in target if f.name not in data.schema.names]
         required = [f.name for f in missing if not f.nullable]
         if required:
-            raise SchemaMismatchError(f"table {self.store.table_name!r}: input lacks columns {required}")
+            raise SchemaMismatchError(f"table {self.context.table_name!r}: input lacks columns {required}")
         for f in missing:  # a nullable column the input lacks is null (e.g. a writer older than the column)
             data = data.append_column(f.name, pa.nulls(data.num_rows, f.type))
         extra = [n for n in data.schema.names if n not in target.names]
         if extra:
             raise SchemaMismatchError(
-                f"table {self.store.table_name!r}: input has columns {extra} not in the table ({target.names})"
+                f"table {self.context.table_name!r}: input has columns {extra} not in the table ({target.names})"
             )
-        conformed = normalize_keys(conform_table(self.store.table_name, data, target), self.schema.key_columns)
-        check_partition_names(self.store.table_name, self.schema.partition_keys, conformed)
+        conformed = normalize_keys(conform_table(self.context.table_name, data, target), self.schema.key_columns)
+        check_partition_names(self.context.table_name, self.schema.partition_keys, conformed)
         return conformed
 
     def write(self, data: pa.Table, kinds: np.ndarray | None = None, *, conformed: bool = False) -> np.ndarray:
@@ -143,16 +141,16 @@ class FileStoreWrite:
             return np.zeros(0, dtype=np.int32)
         kind_arr = np.zeros(n, dtype=np.int8) if kinds is None else np.asarray(kinds, dtype=np.int8)
         if kind_arr.shape != (n,):
-            raise InvalidWriteError(f"table {self.store.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
-        engine = self.store.options.merge_engine
+            raise InvalidWriteError(f"table {self.context.table_name!r}: {len(kind_arr)} row kinds for {n} rows")
+        engine = self.context.options.merge_engine
         if self.schema.has_primary_key and not engine.is_default:
             value_columns = [c for c in self.schema.arrow_schema.names if c not in self.schema.primary_keys]
-            check_retractions(self.store.table_name, engine, kind_arr, value_columns)
+            check_retractions(self.context.table_name, engine, kind_arr, value_columns)
             data = prepare_input(data, engine)
         buckets = self._buckets(data)
         group_codes = buckets  # int32; int64 once partitions are folded in
         dictionaries = []
-        multiplier = self.store.options.bucket
+        multiplier = self.context.options.bucket
         for name in self.schema.partition_keys:
             encoded = pc.dictionary_encode(render_partition_column(data.column(name))).combine_chunks()
             dictionaries.append(encoded.dictionary.to_pylist())
@@ -163,7 +161,7 @@ class FileStoreWrite:
             first = int(idx[0])
             code = int(group_codes[first])
             bucket = int(buckets[first])
-            rest, partition = code // self.store.options.bucket, []
+            rest, partition = code // self.context.options.bucket, []
             for d in dictionaries:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
@@ -173,11 +171,11 @@ class FileStoreWrite:
     def _buckets(self, data: pa.Table) -> np.ndarray:
         """`bucket_of` every row (or the write's one `bucket`, checked on a sample); a large input is hashed in
         slices on the worker pool (the hashing releases the GIL), with the same result."""
-        keys, num_buckets = self.schema.bucket_key_columns, self.store.options.bucket
+        keys, num_buckets = self.schema.bucket_key_columns, self.context.options.bucket
         if self.bucket is not None:
             found = bucket_of(data.slice(0, BUCKET_CHECK_ROWS), keys, num_buckets)
             if (found != self.bucket).any():
-                raise BucketMismatchError(self.store.table_name, self.bucket, int(found[found != self.bucket][0]))
+                raise BucketMismatchError(self.context.table_name, self.bucket, int(found[found != self.bucket][0]))
             return np.full(data.num_rows, self.bucket, dtype=np.int32)
         size = pool_size()
         if size == 1 or data.num_rows < _PARALLEL_ROWS or num_buckets == 1:
@@ -195,7 +193,7 @@ class FileStoreWrite:
         """Append rows `idx` of `source` in slices that fit the write buffer, so one large write still flushes at
         the bound (the in-memory size of a row estimated by `_bytes_per_row`)."""
         bytes_per_row = _bytes_per_row(source)
-        step = max(1, -(-self.store.options.write_buffer_size // bytes_per_row))  # a full slice fills the buffer
+        step = max(1, -(-self.context.options.write_buffer_size // bytes_per_row))  # a full slice fills the buffer
         for start in range(0, len(idx), step):
             self._append_slice(where, source, idx[start : start + step], kinds[start : start + step], bytes_per_row)
 
@@ -209,7 +207,7 @@ class FileStoreWrite:
         mem.chunks.append(_Chunk(source, idx, mem.next_sequence, kinds))
         mem.next_sequence += n
         mem.nbytes += n * bytes_per_row
-        if mem.nbytes >= self.store.options.write_buffer_size:
+        if mem.nbytes >= self.context.options.write_buffer_size:
             self._flush(where, mem)
 
     def _records(self, chunk: _Chunk) -> pa.Table:
@@ -229,7 +227,7 @@ class FileStoreWrite:
         flush the merge runs on the keys, sequence numbers and kinds alone, and the answer is the winning rows of
         the source in key order, not yet taken (the file writer takes them one row group at a time)."""
         keys = self.schema.key_columns
-        engine = self.store.options.merge_engine
+        engine = self.context.options.merge_engine
         if not self.schema.has_primary_key or len(chunks) > 1 or not engine.is_default:
             records = pa.concat_tables([self._records(c) for c in chunks])
             return merge(records, keys, primary_key=self.schema.has_primary_key, final=False, engine=engine)
@@ -301,7 +299,7 @@ class FileStoreWrite:
         for where, mem in self._memtables.items():
             if mem.flushed:
                 messages.append(
-                    CommitMessage(where[0], where[1], self.store.options.bucket, added=tuple(mem.flushed))
+                    CommitMessage(where[0], where[1], self.context.options.bucket, added=tuple(mem.flushed))
                 )
                 mem.flushed = []
         return messages

@@ -78,7 +78,7 @@ def pending_plans(store: FileStore, commit_user: str | None = None) -> list[Publ
         if commit_user is not None and snapshot.commit_user != commit_user and (
                 now_ms - snapshot.time_millis < ORPHAN_AFTER_MS):
             continue
-        buckets = sorted({m.bucket for m in filestore.added_by(store, snapshot) if m.added})
+        buckets = sorted({m.bucket for m in filestore.added_by(store.context, snapshot) if m.added})
         plans.append(PublishPlan(sid, snapshot.commit_user, snapshot.commit_identifier, tuple(buckets)))
     return plans
 
@@ -144,8 +144,8 @@ def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket
             if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
                 return found[0] if int(found[1]) == plan.identifier else None
         snapshot = store.snapshots.get(plan.snapshot_id)
-        messages = [m for m in filestore.added_by(store, snapshot) if m.bucket == bucket]
-        for changes, buckets in changes_of(store, messages):
+        messages = [m for m in filestore.added_by(store.context, snapshot) if m.bucket == bucket]
+        for changes, buckets in changes_of(store.context, messages):
             writer.write(changes, buckets)
         end = writer.prepare().get(bucket)
         if end is None:

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import logstore
-from filestore import CommitMessage, DataFileMeta, FileStore, ValueKind
+from filestore import SYSTEM_COLUMNS, CommitMessage, DataFileMeta, StoreContext, ValueKind
 
-SEQ, KIND, COUNT = "_SEQUENCE_NUMBER", "_VALUE_KIND", "_VALUE_COUNT"
+SEQ, KIND, COUNT = SYSTEM_COLUMNS
 
 
-def changes_of(store: FileStore, messages: Sequence[CommitMessage]) -> Iterator[tuple[pa.Table, np.ndarray]]:
+def changes_of(store: StoreContext, messages: Sequence[CommitMessage]) -> Iterator[tuple[pa.Table, np.ndarray]]:
     """Per (partition, bucket) the messages add files to: (changes with `_row_kind` + the table's columns, the
     bucket of each change)."""
     schema = store.schema.arrow_schema

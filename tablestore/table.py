@@ -201,8 +201,7 @@ class Table:
             log.info("table %s: a concurrent commit since the delete read, retry %s", self.name, budget.retries)
 
     def _write_target(self) -> WriteTarget:
-        h = self._handle
-        return WriteTarget(h.identifier, h.store, h.log)
+        return WriteTarget.of(self._handle)
 
     def _write_session(self) -> TableWriter:
         """The handle's one write session (one commit user, one producer: starting a transactional producer

@@ -41,6 +41,7 @@ import pyarrow as pa
 
 import filestore
 import logstore
+from catalog import CHANGE_TRACKING, CatalogTable
 from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite, Partition
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, TableStoreError
@@ -52,11 +53,26 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteTarget:
-    """What a write session needs of its table, as values: its name, file store and log store (None: no log)."""
+    """What a write session needs of its table, as values: its name, file store and log store (None: no log), and
+    whether its writes go to the log (`change-tracking`)."""
 
     name: str
     store: FileStore
     log: logstore.LogStore | None
+    change_tracking: bool = True
+
+    @classmethod
+    def of(cls, table: CatalogTable, change_tracking: bool | None = None) -> "WriteTarget":
+        """The write target of a loaded table: the one place every front door (the table API, Spark's batch and
+        streaming writes, SQL, ingest) decides `change-tracking`: a write's own `change_tracking`, else the table
+        option."""
+        tracked = table.options.get(CHANGE_TRACKING) if change_tracking is None else change_tracking
+        return cls(table.identifier, table.store, table.log, tracked)
+
+    @property
+    def tracked_log(self) -> logstore.LogStore | None:
+        """The log this session's writes go to: None without a log or with change-tracking off."""
+        return self.log if self.change_tracking else None
 
 
 class TableWriter:
@@ -102,7 +118,7 @@ class TableWriter:
         file_writer = self._new_file_writer()
         rows = file_writer.conform(arrow)
         buckets = file_writer.write(rows, kinds, conformed=True)
-        if self.target.log is not None and overwrite is None and rows.num_rows:
+        if self.target.tracked_log is not None and overwrite is None and rows.num_rows:
             if row_kinds is None:
                 row_kinds = logstore.insert_kinds(rows.num_rows)
             self._producer().write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
@@ -139,11 +155,12 @@ class TableWriter:
         return self._publish(messages, ident, overwrite, log_writer)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
-                        overwrite: Overwrite = None, log: bool = True, defer_log: bool = False,
+                        overwrite: Overwrite = None, log: bool | None = None, defer_log: bool = False,
                         planned_on: int | None = None) -> int | None:
         """Commit data files written elsewhere (Spark executor tasks) as this session's commit `identifier`, by the
         protocol of `commit()`: the tasks did step 1; step 2 produces the changes of the files (read back, see
-        tablestore.prepared) to the log, unless `log` is False or this is an overwrite. `defer_log`: instead of
+        tablestore.prepared) to the log, unless `log` (default: the target's change-tracking) is False or this is
+        an overwrite. `defer_log`: instead of
         step 2, the snapshot is published with its log pending, for the caller to have the buckets produced
         elsewhere (tablestore.log_publish: `pending_plans` lists it). Idempotent: when this (commit user,
         identifier) is already in, these files are deleted and the log is repaired if that commit's log
@@ -153,9 +170,10 @@ class TableWriter:
         if self._file_writer is not None:
             raise TableStoreError(f"table {self.target.name!r}: commit the pending write first")
         self._last_identifier = max(self._last_identifier, identifier)
+        log = self.target.change_tracking if log is None else log
         done = None if self._new_user else self._committer.find_committed(identifier)
         if done is not None:  # a replay of a committed batch
-            filestore.delete_added_files(self._store, messages)
+            filestore.delete_added_files(self._store.context, messages)
             latest = self._store.snapshots.latest()
             if log and (latest is None or done not in latest.log_pending):
                 self.recover_log(done)
@@ -165,7 +183,7 @@ class TableWriter:
         if log and overwrite is None and self.target.log is not None and not deferred:
             log_writer = self._producer()
             try:
-                for changes, buckets in changes_of(self._store, messages):
+                for changes, buckets in changes_of(self._store.context, messages):
                     log_writer.write(changes, buckets)
             except BaseException:
                 log_writer.abort()
@@ -212,8 +230,8 @@ class TableWriter:
             return False
         log.warning("table %s: snapshot %s is missing from the log (its transaction was lost): producing it again",
                     self.target.name, snapshot_id)
-        messages = filestore.added_by(self._store, snapshot)
-        for changes, buckets in changes_of(self._store, messages):
+        messages = filestore.added_by(self._store.context, snapshot)
+        for changes, buckets in changes_of(self._store.context, messages):
             writer.write(changes, buckets)
         try:
             offsets = writer.prepare()
@@ -249,7 +267,7 @@ class TableWriter:
         if result.live is None:  # an earlier attempt of this identifier is in: these files and records are nobody's
             if log_writer is not None:
                 log_writer.abort()
-            filestore.delete_added_files(self._store, messages)
+            filestore.delete_added_files(self._store.context, messages)
             if log_writer is not None and result.snapshot_id is not None:
                 self.recover_log(result.snapshot_id)  # that attempt may have lost its log transaction
             return result.snapshot_id
@@ -276,9 +294,9 @@ class TableWriter:
             live = self._latest_live()
             counts = filestore.sorted_run_counts(live, written)
             stalled = {where for where, n in counts.items() if n > o.stop_trigger}
-            messages = filestore.compact(store, live.snapshot, buckets=written - stalled, live=live)
+            messages = filestore.compact(store.context, live.snapshot, buckets=written - stalled, live=live)
             if stalled:  # picked down to the stop trigger (or the compaction trigger, if lower) at least
-                messages += filestore.compact(store, live.snapshot, buckets=stalled, live=live,
+                messages += filestore.compact(store.context, live.snapshot, buckets=stalled, live=live,
                                               trigger=min(o.compaction_trigger, o.stop_trigger))
             if not messages:
                 return
@@ -311,7 +329,7 @@ class TableWriter:
         `progress(done, total)`: bytes of input files rewritten so far."""
         self._store.check_identity()
         live = self._latest_live()
-        messages = filestore.compact(self._store, live.snapshot, full=full, live=live, partitions=partitions,
+        messages = filestore.compact(self._store.context, live.snapshot, full=full, live=live, partitions=partitions,
                                      progress=progress)
         if not messages:
             return None
@@ -338,7 +356,7 @@ class TableWriter:
             log.warning("table %s: could not tell whether a failed commit landed, keeping its files: %s",
                         self.target.name, e)
             return
-        filestore.delete_added_files(self._store, messages)
+        filestore.delete_added_files(self._store.context, messages)
 
     def _landed(self, identifier: int, kind: CommitKind, base: LiveFiles | None) -> bool:
         """Whether a snapshot of this user, identifier and kind exists after `base`'s snapshot."""

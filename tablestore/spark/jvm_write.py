@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-from filestore import CommitMessage, adopt_data_file
+from filestore import CommitMessage, Partition, adopt_data_file
 from tablestore.spark.s3a import hadoop_options, jvm_url
 
 if TYPE_CHECKING:
@@ -72,17 +72,15 @@ def unusable_reason(store: "FileStore", jvm_s3a: bool = False) -> str | None:
     return None
 
 
-def write_plan(store: "FileStore", base: "Snapshot | None", table: str, stride: int, *, jvm_s3a: bool = False,
-               catalog_options: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
-    """The plan of a JVM write of `store`'s table on top of snapshot `base` (see the module's protocol); on S3 the
-    bucket directories are `s3a://` URLs and `hadoop` the S3A settings of the write's `catalog_options`."""
+def write_plan(store: "FileStore", sequences: Mapping[tuple[Partition, int], int], table: str, stride: int, *,
+               jvm_s3a: bool = False, catalog_options: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The plan of a JVM write of `store`'s (unpartitioned) table on top of the snapshot whose highest sequence
+    number per bucket is `sequences` (LiveFiles.max_sequence_numbers, computed once by the driver; see the module's
+    protocol); on S3 the bucket directories are `s3a://` URLs and `hadoop` the S3A settings of `catalog_options`."""
     reason = unusable_reason(store, jvm_s3a)
     if reason is not None:
         return {"usable": False, "reason": f"table {table!r}: {reason}"}
-    committed = {b: -1 for b in range(store.options.bucket)}
-    if base is not None:
-        for e in store.live_entries(base).values():
-            committed[e.bucket] = max(committed[e.bucket], e.file.max_sequence_number)
+    committed = {b: sequences.get(((), b), -1) for b in range(store.options.bucket)}
     schema = store.schema
     return {
         "usable": True, "table": table,

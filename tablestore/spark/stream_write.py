@@ -68,6 +68,9 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
     def _clustered_by_spark(self) -> bool:
         return False   # a streaming write's tasks may hold rows of any bucket
 
+    def _driver_sequences(self, store: "FileStore", base: "Snapshot | None") -> None:
+        return None   # one writer serves every micro-batch: each batch's tasks read the latest snapshot's
+
     def _base(self, store: "FileStore") -> "Snapshot | None":
         return store.snapshots.latest()
 

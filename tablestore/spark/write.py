@@ -100,12 +100,13 @@ class _TaskSequences(dict[tuple[Partition, int], int]):
         return super().get(key, -1) + self.offset
 
 
-def _change_tracking(options: dict[str, str], table_options: dict[str, str], table: str) -> bool:
+def _change_tracking(options: dict[str, str], table: str) -> bool | None:
+    """The write's own `change-tracking` option (None: the table's, decided by WriteTarget.of)."""
     from catalog import CHANGE_TRACKING
 
-    raw = options.get(CHANGE_TRACKING.key, table_options.get(CHANGE_TRACKING.key, CHANGE_TRACKING.default))
+    raw = options.get(CHANGE_TRACKING.key)
     try:
-        return bool(CHANGE_TRACKING.parse(str(raw)))
+        return None if raw is None else bool(CHANGE_TRACKING.parse(str(raw)))
     except Exception as e:   # the option type's own error names the problem
         raise DataSourceOptionError(f"table {table!r}: option {CHANGE_TRACKING.key!r}: {e}") from None
 
@@ -127,7 +128,7 @@ class ManagedWriter(DataSourceArrowWriter):
             self._filtered(handle.store, handle.store.snapshots.latest())   # a bad predicate fails the planning
         elif overwrite:
             self.scope = "dynamic" if mode == "dynamic" and handle.schema.partition_keys else "all"
-        self.change_tracking = _change_tracking(options, dict(handle.options.raw), table)
+        self.change_tracking = WriteTarget.of(handle, _change_tracking(options, table)).change_tracking
         # set by the JVM: the executors produce the log after the commit (tablestore/spark/log_publish.py)
         self.log_plan_file = options.get(LOG_PLAN_OPTION) if handle.log is not None else None
         # what a write session opened on this table depends on (see stream_write._SESSIONS)
@@ -141,6 +142,9 @@ class ManagedWriter(DataSourceArrowWriter):
         if planned == 0:
             base = None
         self.base_snapshot_id = None if base is None else base.id
+        # the highest sequence number per bucket of the base, computed once here and shipped to every task with the
+        # writer (None: each micro-batch's tasks read the latest snapshot's, ManagedStreamWriter)
+        self.base_sequences = self._driver_sequences(handle.store, base)
         self.plan_schema_id = handle.store.schema.id   # the JVM tasks write the columns of this schema
         self.commit_user = f"spark-{uuid.uuid4()}"
         names = [f.name for f in schema]
@@ -153,7 +157,8 @@ class ManagedWriter(DataSourceArrowWriter):
             elif not self.bucket_per_task:
                 plan = {"usable": False, "reason": "Spark does not cluster the rows one bucket per task"}
             else:
-                plan = write_plan(handle.store, base, table, SEQUENCE_STRIDE,
+                sequences = self.base_sequences if self.base_sequences is not None else {}
+                plan = write_plan(handle.store, sequences, table, SEQUENCE_STRIDE,
                                   jvm_s3a=str(options.get(JVM_S3A_OPTION, "")).lower() == "true",
                                   catalog_options=self.ref.catalog_options)
             write_plan_file(plan_file, plan)
@@ -161,6 +166,11 @@ class ManagedWriter(DataSourceArrowWriter):
     def _clustered_by_spark(self) -> bool:
         """Whether Spark applies the write's distribution (batch writes; ManagedStreamWriter says no)."""
         return True
+
+    def _driver_sequences(self, store: "FileStore",
+                          base: "Snapshot | None") -> dict[tuple[Partition, int], int] | None:
+        """The highest sequence number per bucket of `base`, the snapshot a batch write is planned on."""
+        return store.live_files(base).max_sequence_numbers()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
@@ -175,14 +185,12 @@ class ManagedWriter(DataSourceArrowWriter):
     def _write_task(self, task: int, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         handle = self.ref.handle()
         store = handle.store
-        base = self._base(store)
-        committed: dict[tuple[Partition, int], int] = {}
-        for e in store.live_entries(base).values():
-            where = (e.partition, e.bucket)
-            committed[where] = max(committed.get(where, -1), e.file.max_sequence_number)
+        committed = self.base_sequences
+        if committed is None:
+            committed = store.live_files(self._base(store)).max_sequence_numbers()
         sequences = _TaskSequences(committed, task * SEQUENCE_STRIDE)
         one_bucket = self.bucket_per_task and task < store.options.bucket
-        writer = FileStoreWrite(store, sequences, bucket=task if one_bucket else None)
+        writer = FileStoreWrite(store.context, sequences, bucket=task if one_bucket else None)
         try:
             # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
             pending: list[pa.RecordBatch] = []
@@ -212,7 +220,7 @@ class ManagedWriter(DataSourceArrowWriter):
         return self._task_commit(task, messages)
 
     def _base(self, store: "FileStore") -> "Snapshot | None":
-        """The snapshot the job writes on top of (fixed when the job was planned)."""
+        """The snapshot the tasks write on top of when the driver did not hand them its sequences."""
         return None if self.base_snapshot_id is None else store.snapshots.get(self.base_snapshot_id)
 
     def _task_commit(self, task: int, messages: tuple[CommitMessage, ...]) -> TaskCommit:
@@ -268,7 +276,7 @@ class ManagedWriter(DataSourceArrowWriter):
                 new_user: bool = False) -> TableWriter:
         """The driver's write session for a commit (the one owner of commit user, identifiers and compaction)."""
         handle = self.ref.handle()
-        return TableWriter(WriteTarget(handle.identifier, handle.store, handle.log), commit_user=commit_user,
+        return TableWriter(WriteTarget.of(handle, self.change_tracking), commit_user=commit_user,
                            transactional_id=transactional_id, new_user=new_user)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]

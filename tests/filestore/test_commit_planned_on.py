@@ -52,7 +52,7 @@ def test_commits_to_other_buckets_and_compactions_do_not_conflict(tmp_path: Path
     commit(store, "other", prepare(store, [3], "b", "z"))  # another partition
     latest = store.snapshots.latest()
     assert latest is not None
-    merged = compact(store, latest, full=True)
+    merged = compact(store.context, latest, full=True)
     assert merged
     store.new_commit("compactor", new_user=True).publish(merged, identifier=1, kind=CommitKind.COMPACT)
     assert commit(store, "merge", mine, planned_on=2) == 5

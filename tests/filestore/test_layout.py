@@ -322,11 +322,11 @@ def test_a_write_for_one_bucket_files_its_rows_there_and_refuses_rows_of_another
     data = rows(200)
     buckets = bucket_of(data, ["id", "dt"], 2)
     ones = data.filter(pa.array(buckets == 1))
-    w = FileStoreWrite(store, {}, bucket=1)
+    w = FileStoreWrite(store.context, {}, bucket=1)
     assert (w.write(ones) == 1).all()
     messages = w.prepare_commit()
     assert [m.bucket for m in messages] == [1]
     store.new_commit("u").commit(messages, identifier=1)
     assert sorted(t.read().column("id").to_pylist()) == sorted(ones.column("id").to_pylist())
     with pytest.raises(BucketMismatchError, match=r"table 'db\.t': a write for bucket 1 was given rows of bucket 0"):
-        FileStoreWrite(store, {}, bucket=1).write(data)
+        FileStoreWrite(store.context, {}, bucket=1).write(data)

@@ -155,7 +155,7 @@ def test_engine_equals_dict_replay(tmp_path_factory: pytest.TempPathFactory, con
         write(store, rows, key_type, i + 1)
         applied += rows
         if compaction is not None:
-            messages = compact(store, store.snapshots.latest(), full=compaction == "full")
+            messages = compact(store.context, store.snapshots.latest(), full=compaction == "full")
             if messages:
                 store.new_commit("compactor").commit(messages, identifier=i + 1, kind=CommitKind.COMPACT)
     want = oracle(config, applied)

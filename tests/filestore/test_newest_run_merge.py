@@ -114,7 +114,7 @@ def test_a_read_of_several_runs_equals_merging_every_record(
     for i, batch in enumerate(batches):
         apply(store, batch)
         if i == min(compact_after, len(batches) - 2):  # an older run on the max level below newer level-0 files
-            messages = compact(store, store.snapshots.latest(), full=True)
+            messages = compact(store.context, store.snapshots.latest(), full=True)
             if messages:
                 store.new_commit().commit(messages, identifier=2, kind=CommitKind.COMPACT)
     splits = store.new_scan().plan(store.snapshots.latest(), filter)

@@ -72,7 +72,7 @@ def test_every_read_path_equals_merge_then_filter(
     for batch in batches:
         apply(store, batch)
     if compact_first:  # one run per bucket: the no-merge path
-        messages = compact(store, store.snapshots.latest(), full=True)
+        messages = compact(store.context, store.snapshots.latest(), full=True)
         if messages:
             store.new_commit().commit(messages, identifier=2, kind=CommitKind.COMPACT)
     snapshot = store.snapshots.latest()

@@ -102,7 +102,7 @@ def test_single_old_run_and_plain_files(tmp_path: Path) -> None:
     assert table.schema == store.schema.arrow_schema and table.column("c").null_count == 4
     assert table.column("v").to_pylist() == [0, 10, 20, 30]
     assert store.new_read(["c", "k"], pc.field("c").is_null()).read(split).num_rows == 4
-    messages = compact(store, store.snapshots.latest(), full=True)
+    messages = compact(store.context, store.snapshots.latest(), full=True)
     assert {f.schema_id for m in messages for f in m.added} == {store.schema.id}
     store.new_commit().commit(messages, identifier=2)
     (split,) = store.new_scan().plan(store.snapshots.latest())
@@ -154,7 +154,7 @@ def test_count_table_retracts_old_rows_after_a_column_is_added(tmp_path: Path) -
     commit(store, {**{n: v[:1] for n, v in old_rows(8).items()}, "c": ["new"]})   # another row: c differs
     rows = sort(store.new_read().to_table(store.new_scan().plan(store.snapshots.latest())))
     assert [(r["k"], r["c"]) for r in rows] == [(0, "new"), (4, None), (5, None), (6, None), (7, None)]
-    store.new_commit().commit(compact(store, store.snapshots.latest(), full=True), identifier=3)
+    store.new_commit().commit(compact(store.context, store.snapshots.latest(), full=True), identifier=3)
     again = sort(store.new_read().to_table(store.new_scan().plan(store.snapshots.latest())))
     assert again == rows
 
@@ -167,7 +167,7 @@ def test_stale_handle_compaction_writes_the_newest_schema(tmp_path: Path) -> Non
     commit(old, old_rows(3))
     store = evolve(cat)
     commit(store, {"k": [1], "s": ["a"], "v": [2**40], "f": [1.0], "d": [Decimal("1")], "c": ["x"]})
-    messages = compact(old, old.snapshots.latest(), full=True)
+    messages = compact(old.context, old.snapshots.latest(), full=True)
     assert {f.schema_id for m in messages for f in m.added} == {store.schema.id}
     old.new_commit().commit(messages, identifier=5)
     rows = sort(store.new_read().to_table(store.new_scan().plan(store.snapshots.latest())))

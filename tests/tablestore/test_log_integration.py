@@ -283,3 +283,18 @@ def test_reading_never_stops_before_the_changes_that_existed_when_it_began(
     t.write(rows(row(3, "c")))
     got = all_changes(t, timeout_s=0)
     assert sorted(r["id"] for _, r in got) == [1, 2, 3]
+
+
+def test_change_tracking_off_keeps_the_table_api_writes_out_of_the_log(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """`change-tracking` = false (a table option, altered off and on): the table API's writes reach the file store
+    only, like Spark's; turned back on, the next write is in the log again."""
+    cat = kafka_catalog(tmp_path, kafka_bootstrap)
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t.write(rows(A1, B1))
+    untracked = cat.alter_table_options("db.t", {"change-tracking": "false"})
+    untracked.write(rows(C1))
+    assert untracked.read().num_rows == 3
+    assert len(raw_messages(untracked, kafka_bootstrap, expected=2)) == 2
+    tracked = cat.alter_table_options("db.t", {"change-tracking": "true"})
+    tracked.write(rows(D4))
+    assert len(raw_messages(tracked, kafka_bootstrap, expected=3)) == 3

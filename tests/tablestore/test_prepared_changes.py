@@ -44,7 +44,7 @@ def test_changes_of_the_files_replay_to_the_table(tmp_path: Path, first: list[An
     with TableWriter(t._write_target(), commit_user="u") as session:
         for ident, changelog in enumerate((first, second), start=1):
             messages = _files(t, changelog)
-            for changes, buckets in changes_of(t._handle.store, messages):
+            for changes, buckets in changes_of(t._handle.store.context, messages):
                 assert changes.num_rows == len(buckets)
                 for r in changes.to_pylist():
                     row = (r["id"], r["v"])

@@ -97,7 +97,7 @@ def test_changes_of_files_of_an_older_schema(cat: tablestore.Catalog) -> None:
     t.add_column("note", pa.string())
     t.alter_column_type("v", pa.int64())
     new = catalog.Catalog(str(Path(cat.warehouse))).get_table("db.t").store
-    ((got, buckets),) = list(changes_of(new, messages))
+    ((got, buckets),) = list(changes_of(new.context, messages))
     assert got.to_pylist() == [{"_row_kind": "+I", "id": 1, "v": 1, "note": None},
                                {"_row_kind": "+I", "id": 2, "v": 2, "note": None}]
     assert got.schema.field("v").type == pa.int64() and list(buckets) == [0, 0]
