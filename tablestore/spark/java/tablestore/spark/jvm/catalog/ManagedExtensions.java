@@ -13,7 +13,8 @@ import scala.runtime.BoxedUnit;
 /**
  * {@code spark.sql.extensions} of the managed catalog: SQL syntax beyond Spark's own grammar
  * ({@code DESCRIBE DETAIL}, {@code ALTER TABLE ... COMPACT}: {@link ManagedParser}), and MERGE INTO and UPDATE on
- * managed tables, rewritten into a changelog write once resolved ({@link RowLevelRewrite}).
+ * managed tables, rewritten into a changelog write once resolved ({@link RowLevelRewrite}); a null written into a
+ * NOT NULL column of a managed table fails with one line naming the table and the column ({@link NotNullColumns}).
  */
 public class ManagedExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -28,6 +29,12 @@ public class ManagedExtensions extends AbstractFunction1<SparkSessionExtensions,
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
                 return new RowLevelRewrite();
+            }
+        });
+        extensions.injectPostHocResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new NotNullColumns();
             }
         });
         return BoxedUnit.UNIT;
