@@ -94,13 +94,25 @@ def check_options(options: Mapping[str, str], *uses: Use) -> None:
         close = difflib.get_close_matches(key, [o.key for o in exact if o in mine], n=1)
         elsewhere = [o.uses for o in exact if o.key == key]
         table_option = difflib.get_close_matches(key, [o.key for o in ALL_OPTIONS], n=1)
-        hint = (f" (it is an option of {' and '.join(elsewhere[0])} only)" if elsewhere
+        hint = (f" ({_elsewhere(elsewhere[0])})" if elsewhere
                 else f" (did you mean {close[0]!r}?)" if close
                 else f" (did you mean the table option {table_option[0]!r}? table options are set when the table "
                      "is created or altered, not per read or write)" if table_option else "")
         what = "" if set(uses) == set(EVERY) else " or ".join(uses) + " "
         raise DataSourceOptionError(f"table {table!r}: unknown {what}option {key!r}{hint}; valid options: "
                                     f"{', '.join(valid)}")
+
+
+_USE_NAMES: dict[Use, str] = {"read": "batch reads", "write": "batch writes", "stream-read": "streaming reads",
+                              "stream-write": "streaming writes"}
+
+
+def _elsewhere(uses: tuple[Use, ...]) -> str:
+    """What an option of other uses than the one at hand is: "it is a write option: only batch writes and streaming
+    writes take it"."""
+    kinds = (("a write option", WRITES), ("a read option", READS), ("a streaming option", ("stream-read", "stream-write")))
+    kind = next((k for k, of in kinds if set(uses) <= set(of)), "an option")
+    return f"it is {kind}: only {' and '.join(_USE_NAMES[u] for u in uses)} take it"
 
 
 @dataclass(frozen=True)

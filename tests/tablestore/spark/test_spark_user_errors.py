@@ -41,8 +41,8 @@ def test_check_options_accepts_the_declared_options_and_names_the_unknown() -> N
     with pytest.raises(DataSourceOptionError, match=r"^table 'db.t': unknown read option 'snapshot-idd' "
                                                     r"\(did you mean 'snapshot-id'\?\); valid options: path, "):
         check_options({"path": "db.t", "snapshot-idd": "1"}, "read")
-    with pytest.raises(DataSourceOptionError, match=r"unknown write option 'snapshot-id' \(it is an option of "
-                                                    r"read only\)"):
+    with pytest.raises(DataSourceOptionError, match=r"unknown write option 'snapshot-id' \(it is a read option: "
+                                                    r"only batch reads take it\)"):
         check_options({"path": "db.t", "snapshot-id": "1"}, "write")
     with pytest.raises(DataSourceOptionError, match=r"'bukket' \(did you mean the table option 'bucket'\?"):
         check_options({"table": "db.t", "bukket": "2"}, "write")
@@ -72,9 +72,21 @@ def test_an_unknown_write_option_is_an_error_and_writes_nothing(spark: Any, tabl
     with pytest.raises(Exception) as e:
         df.write.format("managed").option("snapshot-id", "1").mode("append").save(table.name)
     assert str(e.value).splitlines()[0].startswith(
-        f"DataSourceOptionError: table '{table.name}': unknown write option 'snapshot-id' (it is an option of read "
-        "only)")
+        f"DataSourceOptionError: table '{table.name}': unknown write option 'snapshot-id' (it is a read option: only "
+        "batch reads take it)")
     assert table.snapshots() == []
+
+
+@pytest.mark.parametrize("option", ["overwrite-mode", "jvm-writer"])
+def test_a_batch_read_given_a_write_option_is_one_line(spark: Any, table: tablestore.Table, option: str) -> None:
+    table.write(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    with pytest.raises(Exception) as e:
+        spark.read.format("managed").option(option, "static").load(table.name).collect()
+    assert str(e.value).splitlines() == [
+        f"DataSourceOptionError: table '{table.name}': unknown read option '{option}' (it is a write option: only "
+        f"batch writes {'and streaming writes ' if option == 'overwrite-mode' else ''}take it); valid options: path, "
+        "paths, table, warehouse, table-storage.*, s3.*, snapshot-id, timestamp-ms"]
+    assert type(e.value).__name__ == "AnalysisException"
 
 
 def test_an_unknown_stream_write_option_is_an_error(spark: Any, table: tablestore.Table, tmp_path: Path) -> None:
@@ -113,12 +125,70 @@ def test_a_column_of_another_type_is_one_line_naming_table_column_and_types(spar
     assert table.snapshots() == []
 
 
+@pytest.mark.parametrize("through", ["data source", "SQL catalog"])
+def test_a_null_primary_key_in_a_streaming_write_is_one_line_and_commits_nothing(
+        spark: Any, table: tablestore.Table, tmp_path: Path, through: str) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "0.json").write_text('{"id": 1, "v": "a"}\n{"id": 2, "v": "b"}\n')
+
+    def run() -> None:   # every file the source holds, then the query stops
+        stream = spark.readStream.schema("id long, v string").option("maxFilesPerTrigger", 1).json(str(source))
+        writer = stream.writeStream.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+        query = (writer.format("managed").start(table.name) if through == "data source"
+                 else writer.toTable(f"managed.{table.name}"))
+        try:
+            query.awaitTermination(180)
+        finally:
+            query.stop()
+
+    run()
+    assert len(table.snapshots()) == 1
+    (source / "1.json").write_text('{"id": 3, "v": "c"}\n{"id": null, "v": "d"}\n{"id": 4, "v": "e"}\n')
+    with pytest.raises(Exception) as e:
+        run()
+    assert type(e.value).__name__ == "StreamingQueryException"
+    line = f"InvalidWriteError: table '{table.name}': primary-key column 'id' has nulls"
+    first = str(e.value).splitlines()[0]   # Spark's "[STREAM_FAILED] Query [id = ..] terminated with exception: "
+    assert first.startswith("[STREAM_FAILED] Query [id = ") and line in first, first
+    assert "Traceback" not in str(e.value) and "PYTHON_EXCEPTION" not in str(e.value)
+    assert len(table.snapshots()) == 1   # nothing of the failed micro-batch
+    assert sorted(table.read().column("id").to_pylist()) == [1, 2]
+    orphans = table.remove_orphan_files(older_than=dt.timedelta(0))
+    assert [p for p in orphans if p.endswith(".parquet")] == []   # its tasks' files were deleted
+
+
 @pytest.fixture
 def db(spark: Any) -> Iterator[str]:
     name = f"errsql{next(_names)}"
     spark.sql(f"CREATE DATABASE managed.{name}")
     yield name
     spark.sql(f"DROP DATABASE IF EXISTS managed.{name} CASCADE")
+
+
+def test_a_null_in_a_not_null_column_of_sql_insert_is_one_line_naming_table_and_column(
+        spark: Any, db: str, spark_warehouse: Path) -> None:
+    spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, v STRING, n INT NOT NULL) "
+              "TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')")
+    key = f"InvalidWriteError: table '{db}.t': primary-key column 'id' has nulls"
+    statements = {
+        f"INSERT INTO managed.{db}.t VALUES (null, 'x', 1)": key,      # planned on the driver
+        f"INSERT INTO managed.{db}.t (v, id, n) SELECT 'a', IF(id = 3000, NULL, id), 1 FROM range(5000)": key,  # a task
+        f"INSERT INTO managed.{db}.t VALUES (1, 'x', null)":
+            f"InvalidWriteError: table '{db}.t': column 'n' is NOT NULL and has nulls",
+    }
+    for statement, line in statements.items():
+        with pytest.raises(Exception) as e:
+            spark.sql(statement)
+        assert str(e.value).splitlines() == [line], statement
+        assert type(e.value).__name__ == "IllegalArgumentException"
+    with pytest.raises(Exception) as e:
+        spark.createDataFrame([(None, "a", 1)], "id long, v string, n int").writeTo(f"managed.{db}.t").append()
+    assert str(e.value).splitlines() == [key]
+    table = tablestore.Catalog(str(spark_warehouse)).get_table(f"{db}.t")
+    assert table.snapshots() == []
+    spark.sql(f"INSERT INTO managed.{db}.t VALUES (1, 'x', 1)")   # values that fit are written as before
+    assert [tuple(r) for r in spark.table(f"managed.{db}.t").collect()] == [(1, "x", 1)]
 
 
 def test_a_nullable_primary_key_in_sql_is_made_not_null(spark: Any, db: str, spark_warehouse: Path) -> None:

@@ -16,6 +16,7 @@ import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 
@@ -130,7 +131,7 @@ public final class TaskErrors {
         return out;
     }
 
-    /** {@code python}'s write, its tasks' tablestore errors reported as their line (streaming writes unchanged). */
+    /** {@code python}'s write, its tasks' tablestore errors reported as their line (batch and streaming). */
     public static Write write(Write python) {
         return new Write() {
             @Override
@@ -157,7 +158,7 @@ public final class TaskErrors {
 
             @Override
             public StreamingWrite toStreaming() {
-                return python.toStreaming();
+                return streaming(python.toStreaming());
             }
 
             @Override
@@ -170,6 +171,60 @@ public final class TaskErrors {
                 return python.reportDriverMetrics();
             }
         };
+    }
+
+    /**
+     * {@code python}'s streaming write, each micro-batch's tasks' tablestore errors reported as their line: steps 1-3
+     * per micro-batch (epoch), as for a batch write. The query then stops with Spark's StreamingQueryException
+     * caused by {@link TableStoreTaskError}, whose message holds the line instead of the Python traceback; nothing
+     * of the micro-batch is committed (Python's abort deletes the files of the tasks that wrote).
+     */
+    public static StreamingWrite streaming(StreamingWrite python) {
+        if (python instanceof ReportingStreamingWrite) {
+            return python;
+        }
+        return new ReportingStreamingWrite(python);
+    }
+
+    private static final class ReportingStreamingWrite implements StreamingWrite {
+        private final StreamingWrite python;
+
+        ReportingStreamingWrite(StreamingWrite python) {
+            this.python = python;
+        }
+
+        @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            StreamingDataWriterFactory tasks;
+            try {
+                tasks = python.createStreamingWriterFactory(info);
+            } catch (Exception e) {   // the Python writer's option and table errors, as their line
+                throw driver(e);
+            }
+            return (StreamingDataWriterFactory) (partition, task, epoch) ->
+                writer(tasks.createWriter(partition, task, epoch));
+        }
+
+        @Override
+        public boolean useCommitCoordinator() {
+            return python.useCommitCoordinator();
+        }
+
+        @Override
+        public void commit(long epochId, WriterCommitMessage[] messages) {
+            throwIfFailed(messages);
+            python.commit(epochId, messages);
+        }
+
+        @Override
+        public void abort(long epochId, WriterCommitMessage[] messages) {
+            python.abort(epochId, withoutFailed(messages));
+        }
+
+        @Override
+        public String toString() {
+            return python.toString();
+        }
     }
 
     /** Step 1: {@code writer}, its tablestore errors turned into a {@link Failed} commit. */

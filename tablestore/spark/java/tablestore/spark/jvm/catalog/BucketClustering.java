@@ -405,7 +405,7 @@ public final class BucketClustering {
                     + ": a streaming write appends; overwriting (INSERT OVERWRITE, output mode complete) on an "
                     + "unbounded stream is not supported"));
             }
-            StreamingWrite streaming = python.toStreaming();
+            StreamingWrite streaming = TaskErrors.streaming(python.toStreaming());   // a task's error as its line
             return logPlan == null ? streaming : LogPublish.streaming(streaming, logPlan, options);
         }
 

@@ -25,6 +25,7 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
+import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.read.RawSplits;
 
 /**
@@ -182,17 +183,18 @@ public final class LogPublish {
             return this;
         }
 
+        /** The write, its tasks' tablestore errors reaching the driver as their line ({@link TaskErrors}). */
         @Override
         public Write build() {
             String planFile = planFile(info);
             if (planFile == null) {
                 WriteBuilder builder = python.apply(info);
-                return (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
+                return TaskErrors.write((truncate ? ((SupportsTruncate) builder).truncate() : builder).build());
             }
             Map<String, String> options = withPlan(info.options().asCaseSensitiveMap(), planFile);
             WriteBuilder builder = python.apply(BucketClustering.withOptions(info, new CaseInsensitiveStringMap(options)));
             Write built = (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
-            return write(built, planFile, options);
+            return TaskErrors.write(write(built, planFile, options));
         }
     }
 

@@ -43,6 +43,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import tablestore.spark.jvm.HadoopFiles;
+import tablestore.spark.jvm.TaskErrors;
 
 /**
  * The raw-split reading of the {@code managed} scans (Paimon's raw-convertible splits), for both front doors (the
@@ -144,7 +145,12 @@ public final class RawSplits {
 
         @Override
         public InputPartition[] planInputPartitions() {
-            InputPartition[] planned = python.planInputPartitions();
+            InputPartition[] planned;
+            try {
+                planned = python.planInputPartitions();
+            } catch (Exception e) {   // the Python reader's option and table errors (AnalysisException), as their line
+                throw TaskErrors.driver(e);
+            }
             JsonNode raw = plan.read();
             if (raw == null || raw.path("raw").size() == 0) {
                 return planned;
