@@ -110,7 +110,8 @@ _USE_NAMES: dict[Use, str] = {"read": "batch reads", "write": "batch writes", "s
 def _elsewhere(uses: tuple[Use, ...]) -> str:
     """What an option of other uses than the one at hand is: "it is a write option: only batch writes and streaming
     writes take it"."""
-    kinds = (("a write option", WRITES), ("a read option", READS), ("a streaming option", ("stream-read", "stream-write")))
+    streams: tuple[Use, ...] = ("stream-read", "stream-write")
+    kinds = (("a write option", WRITES), ("a read option", READS), ("a streaming option", streams))
     kind = next((k for k, of in kinds if set(uses) <= set(of)), "an option")
     return f"it is {kind}: only {' and '.join(_USE_NAMES[u] for u in uses)} take it"
 
