@@ -3,6 +3,7 @@
 What other packages may use is listed in `__all__`; they import it from here, never from a submodule."""
 from filestore.adopt import adopt_data_file
 from filestore.bucket import bucket_of
+from filestore.coerce import conform_column, normalize_keys
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
 from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
 from filestore.compact_pick import sorted_runs
@@ -96,9 +97,11 @@ __all__ = [
     "bucket_of",
     "check_conditional_writes",
     "compact",
+    "conform_column",
     "delete_added_files",
     "expire_snapshots",
     "is_s3",
+    "normalize_keys",
     "partition_value",
     "read_data_file",
     "remove_orphan_files",

@@ -21,6 +21,7 @@ from catalog import (
 )
 from filestore import (
     CommitConflictError,
+    ConcurrentUpdateError,
     FileStoreError,
     InvalidWriteError,
     RetractionNotSupportedError,
@@ -31,6 +32,7 @@ from filestore import (
 )
 from tablestore.catalog import Catalog
 from tablestore.errors import ChangesExpiredError, CompactionError, InvalidRowKindError, TableStoreError
+from tablestore.merge import MergeError, MergeResult, TableMerger
 from tablestore.table import DeleteResult, SnapshotInfo, Table
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "ChangesExpiredError",
     "CommitConflictError",
     "CompactionError",
+    "ConcurrentUpdateError",
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",
@@ -50,6 +53,8 @@ __all__ = [
     "InvalidTableError",
     "InvalidWriteError",
     "MergeEngineOptionError",
+    "MergeError",
+    "MergeResult",
     "RetractionNotSupportedError",
     "SchemaEvolutionError",
     "SchemaMismatchError",
@@ -59,6 +64,7 @@ __all__ = [
     "Table",
     "TableAlreadyExistsError",
     "TableDroppedError",
+    "TableMerger",
     "TableNotFoundError",
     "TableStoreError",
 ]

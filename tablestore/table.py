@@ -23,6 +23,8 @@ from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
 from tablestore.describe import file_detail, iso_time, log_detail, matches, partition_spec
+from tablestore.merge import MergeIo, TableMerger
+from tablestore.merge_plan import MergeTarget
 from tablestore.errors import TableStoreError
 from tablestore.system_tables import system_table
 from tablestore.writer import TableWriter, WriteTarget
@@ -199,6 +201,17 @@ class Table:
                     f"table {self.name!r}: DELETE lost every race with concurrent writers ({budget.describe()}); "
                     f"nothing was deleted")
             log.info("table %s: a concurrent commit since the delete read, retry %s", self.name, budget.retries)
+
+    def merge(self, source: Data, *, source_alias: str = "s", target_alias: str = "t") -> TableMerger:
+        """MERGE INTO this table (a primary-key table) from `source`, matched on the primary key; add WHEN clauses,
+        then `execute()` (one snapshot): `t.merge(src).when_matched_update_all().when_not_matched_insert_all()
+        .execute()`. Predicates and values are pyarrow compute expressions over the fields `t.<column>` (the
+        target row) and `s.<column>` (the source row). See tablestore/merge.py."""
+        engine = self._store.options.merge_engine
+        target = MergeTarget(self.name, self.schema, tuple(self.primary_key))
+        io = MergeIo(self.read, self._store.snapshots.latest_id, self._write_session)
+        return TableMerger.start(target, io, source, source_alias=source_alias, target_alias=target_alias,
+                                 engine=engine.name + (" with a sequence.field" if engine.sequence_fields else ""))
 
     def _write_target(self) -> WriteTarget:
         return WriteTarget.of(self._handle)

@@ -143,16 +143,18 @@ class TableWriter:
         self._last_identifier = max(self._last_identifier, ident)
         return ident
 
-    def commit(self, identifier: int | None = None) -> int | None:
+    def commit(self, identifier: int | None = None, *, planned_on: int | None = None) -> int | None:
         """Publish one snapshot with everything written since the last commit, then compact; its id (None when
         there was nothing to commit). Re-committing the same (commit user, identifier) is a no-op returning the
-        same id."""
+        same id. `planned_on`: the snapshot the written rows were computed from (`Table.merge`; 0: the empty
+        table); a data commit since then in a bucket they go to fails this one with filestore.ConcurrentUpdateError
+        (nothing committed)."""
         file_writer, overwrite = self._file_writer, self._overwrite
         self._file_writer, self._overwrite = None, None  # the next write starts on the snapshot this one makes
         messages = file_writer.prepare_commit() if file_writer is not None else []  # 1.
         ident = self._next_identifier(identifier)
         log_writer = self._log_writer if overwrite is None else None
-        return self._publish(messages, ident, overwrite, log_writer)
+        return self._publish(messages, ident, overwrite, log_writer, planned_on=planned_on)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
                         overwrite: Overwrite = None, log: bool | None = None, defer_log: bool = False,
