@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 from test_spark_ingest import ROOT, TABLE, _ingest, _log_is_once, _ok, _produce, _rows, _table, _topic
@@ -113,6 +114,6 @@ def test_a_broker_that_goes_away_and_comes_back_loses_nothing(tmp_path: Path, mo
         broker.stop(data_dir)
 
 
-def _tail(err_file: "tempfile._TemporaryFileWrapper[str]") -> str:
+def _tail(err_file: IO[str]) -> str:
     err_file.seek(0)
     return err_file.read()[-4000:]
