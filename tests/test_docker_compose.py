@@ -115,6 +115,20 @@ def test_the_image_installs_tablestore_with_its_spark_and_s3_extras() -> None:
     assert ".venv*" in ignored and ".cache" in ignored
 
 
+def test_the_image_has_s3a_for_the_hadoop_of_its_pyspark() -> None:
+    """hadoop-aws (S3A) in the image, of the Hadoop release its PySpark ships: Spark's JVM keeps checkpoints and
+    reads and writes raw files in the bucket, and the jars are handed over the way tablestore/spark/s3a.py reads them."""
+    pyspark = pytest.importorskip("pyspark")
+    from tablestore.spark import s3a
+
+    dockerfile = dockerfile_of(services()["demo"]).read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
+    assert "scripts/hadoop-aws/pom.xml" in dockerfile and f"{s3a.LIBS_ENV}=/opt/tablestore/hadoop-aws" in dockerfile
+    assert all(f"'{prefix}*'" in dockerfile for prefix in s3a.JAR_PREFIXES)   # the jars s3a.py looks for are kept
+    if pyspark.__version__ == args["PYSPARK_VERSION"]:
+        assert s3a.hadoop_version() == args["HADOOP_VERSION"]
+
+
 def test_the_demo_takes_a_kafka_and_a_spark_master_of_your_own() -> None:
     args = build_parser().parse_args(["demo", "--bootstrap-servers", "k:9092", "--master", "spark://m:7077"])
     assert (args.bootstrap_servers, args.master) == ("k:9092", "spark://m:7077")
