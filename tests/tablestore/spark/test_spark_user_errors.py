@@ -166,7 +166,7 @@ def db(spark: Any) -> Iterator[str]:
     spark.sql(f"DROP DATABASE IF EXISTS managed.{name} CASCADE")
 
 
-def test_a_null_in_a_not_null_column_of_sql_insert_is_one_line_naming_table_and_column(
+def test_a_null_in_a_not_null_column_of_a_sql_write_is_one_line_naming_table_and_column(
         spark: Any, db: str, spark_warehouse: Path) -> None:
     spark.sql(f"CREATE TABLE managed.{db}.t (id BIGINT NOT NULL, v STRING, n INT NOT NULL) "
               "TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')")
@@ -176,6 +176,8 @@ def test_a_null_in_a_not_null_column_of_sql_insert_is_one_line_naming_table_and_
         f"INSERT INTO managed.{db}.t (v, id, n) SELECT 'a', IF(id = 3000, NULL, id), 1 FROM range(5000)": key,  # a task
         f"INSERT INTO managed.{db}.t VALUES (1, 'x', null)":
             f"InvalidWriteError: table '{db}.t': column 'n' is NOT NULL and has nulls",
+        f"MERGE INTO managed.{db}.t t USING (SELECT CAST(NULL AS BIGINT) AS id, 'm' AS v, 1 AS n) s ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT *": key,
     }
     for statement, line in statements.items():
         with pytest.raises(Exception) as e:
@@ -189,6 +191,10 @@ def test_a_null_in_a_not_null_column_of_sql_insert_is_one_line_naming_table_and_
     assert table.snapshots() == []
     spark.sql(f"INSERT INTO managed.{db}.t VALUES (1, 'x', 1)")   # values that fit are written as before
     assert [tuple(r) for r in spark.table(f"managed.{db}.t").collect()] == [(1, "x", 1)]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"UPDATE managed.{db}.t SET n = CAST(NULL AS INT) WHERE id = 1")
+    assert str(e.value).splitlines() == [f"InvalidWriteError: table '{db}.t': column 'n' is NOT NULL and has nulls"]
+    assert len(table.snapshots()) == 1
 
 
 def test_a_nullable_primary_key_in_sql_is_made_not_null(spark: Any, db: str, spark_warehouse: Path) -> None:

@@ -24,6 +24,11 @@ final class RowChangesTable implements SupportsWrite {
         this.table = table;
     }
 
+    /** The managed table the changes go to. */
+    ManagedTable table() {
+        return table;
+    }
+
     @Override
     public String name() {
         return table.name();
