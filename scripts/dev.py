@@ -30,8 +30,10 @@ SPARK_TESTS = "tests/tablestore/spark"
 MATRIX_SELECTION = "not version_independent"
 """What the matrix runs: every Spark test that touches a PySpark API (data source, catalog, streaming, SQL, the
 JVM jar built against that Spark, the Kafka connector for it); the tests marked `version_independent` (kill -9 at
-each commit point, restarts, schema evolution, bad records: tablestore's own logic, seconds of Spark start each)
-run once, on the default PySpark, in the whole suite."""
+each commit point, restarts, schema evolution, bad records, a broker going away: tablestore's own logic, seconds of
+Spark start each; and those that touch no PySpark API or a stable one: the catalog service's Python side, partition
+predicates, the JVM bucket function, Delta beside tablestore) run once, on the default PySpark, in the whole
+suite."""
 NEWEST_SPARK_TESTS = tuple(f"{SPARK_TESTS}/{name}.py" for name in (
     "test_spark_jar", "test_spark_datasource", "test_spark_filters_types", "test_spark_key_range",
     "test_spark_stream_read", "test_spark_stream_write", "test_spark_stream_commit", "test_spark_sql_catalog",

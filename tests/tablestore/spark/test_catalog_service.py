@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tablestore.spark.catalog_service import CATALOG_ACTIONS, handle
+
+pytestmark = pytest.mark.version_independent   # the catalog service's Python side: no PySpark API
 
 SPARK_SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": False, "metadata": {}},

@@ -19,7 +19,9 @@ from filestore.coerce import normalize_keys
 from tablestore.spark.bucket_function import bucket_function_name
 from tablestore.spark.types import read_schema, spark_schema, to_spark_batch
 
-pytestmark = pytest.mark.spark
+# version_independent: the same Java source is compiled for every PySpark (test_spark_jar compiles each) and Spark's
+# V2 ScalarFunction call path is stable API; the matrix's other tests run the function inside writes
+pytestmark = [pytest.mark.spark, pytest.mark.version_independent]
 
 CATALOG = "ts_bucket"
 EPOCH = dt.date(1970, 1, 1)

@@ -11,6 +11,7 @@ import tablestore
 from tablestore.spark.delta import DELTA_BUILDS, spark_minor
 
 pytestmark = [pytest.mark.spark,
+              pytest.mark.version_independent,   # Delta beside tablestore, on the default PySpark: Delta's own builds cover other Sparks
               pytest.mark.skipif(spark_minor() not in DELTA_BUILDS,
                                  reason=f"no Delta Lake build for PySpark {spark_minor()} (docs/spark.md)")]
 

@@ -10,6 +10,8 @@ import pytest
 
 from tablestore.spark.predicates import PredicateError, columns, matching_partitions
 
+pytestmark = pytest.mark.version_independent   # Python over the JVM's JSON: no PySpark API
+
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("dt", pa.string()), pa.field("day", pa.date32()),
                     pa.field("n", pa.int32())])
 DT = {"ref": ["dt"]}
