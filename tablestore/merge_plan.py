@@ -1,8 +1,8 @@
 """The changes of a MERGE (`Table.merge`, tablestore/merge.py), planned from the target's rows at one snapshot and the
 source, vectorised: a Python loop runs over the clauses, never over rows.
 
-1. The source's columns that are table columns are conformed to the table's types by the write's own rules
-   (filestore.conform_column), its key columns put in the key normal form (filestore.normalize_keys).
+1. The source's key columns are conformed to the table's types by the write's own rules (filestore.conform_column)
+   and put in the key normal form (filestore.normalize_keys); the values written are cast by the same rules.
 2. The keys of both sides are encoded with the table's key codec (filestore.KeyCodec: equal keys, equal bytes;
    a composite key is one binary value) and the (key, row number) pairs of the two sides are joined on them
    (pyarrow's hash join): inner with WHEN MATCHED clauses only, keeping the unmatched source rows with a WHEN NOT
@@ -78,16 +78,16 @@ class MergeChanges:
 
 
 def conform_source(target: MergeTarget, source: pa.Table) -> pa.Table:
-    """1. The source, its table columns cast to the table's types, its key columns in normal form."""
+    """1. The source, its key columns cast to the table's types and in normal form (its other columns keep their
+    types: predicates see them as given, and the values written are cast like a write's)."""
     missing = [k for k in target.primary_key if k not in source.schema.names]
     if missing:
         raise MergeError(f"MERGE INTO {target.name}: the source lacks the primary-key column(s) {missing}: a merge "
                          "matches source and target rows by the table's primary key")
-    for i, name in enumerate(source.schema.names):
-        if name in target.schema.names:
-            field = target.schema.field(name)
-            column = conform_column(target.name, name, source.column(i), field.type)
-            source = source.set_column(i, pa.field(name, field.type), column)
+    for key in target.primary_key:
+        i, field = source.schema.get_field_index(key), target.schema.field(key)
+        column = conform_column(target.name, key, source.column(i), field.type)
+        source = source.set_column(i, pa.field(key, field.type), column)
     return normalize_keys(source, target.primary_key)
 
 
@@ -102,7 +102,7 @@ def plan_changes(target: MergeTarget, rows: pa.Table, source: pa.Table, clauses:
     t_rows, s_rows = pairs.column(_T), pairs.column(_S)
     matched = pc.and_(pc.is_valid(t_rows), pc.is_valid(s_rows))
     if "matched" in kinds:
-        _check_cardinality(target, rows, pc.filter(t_rows, matched))
+        _check_cardinality(target, rows, pc.filter(t_rows, matched), pc.filter(s_rows, matched))
     view_of = _Views(rows, source, target_alias, source_alias)
     groups: dict[When, pa.Table] = {
         "matched": pairs.filter(matched),
@@ -177,18 +177,22 @@ def _join(target: MergeTarget, rows: pa.Table, source: pa.Table, kinds: set[When
     return left.join(right, _KEY, join_type=how, use_threads=False).select([_T, _S])
 
 
-def _check_cardinality(target: MergeTarget, rows: pa.Table, matched_rows: pa.ChunkedArray) -> None:
-    """3. The first target row more than one source row matched, as an error naming its key."""
-    counts = np.bincount(matched_rows.to_numpy(), minlength=rows.num_rows) if len(matched_rows) else np.zeros(0)
-    twice = np.flatnonzero(counts > 1)
-    if not len(twice):
+def _check_cardinality(target: MergeTarget, rows: pa.Table, matched_t: pa.ChunkedArray,
+                       matched_s: pa.ChunkedArray) -> None:
+    """3. A target row more than one source row matched, as an error naming its key: the first such source row's."""
+    if not len(matched_t):
         return
-    row = rows.slice(int(twice[0]), 1).to_pylist()[0]
+    t, s = matched_t.to_numpy(), matched_s.to_numpy()
+    twice = np.bincount(t, minlength=rows.num_rows)[t] > 1
+    if not twice.any():
+        return
+    first = int(t[twice][np.argmin(s[twice])])
+    row = rows.slice(first, 1).to_pylist()[0]
     key = ", ".join(f"{k}={row[k]}" for k in target.primary_key)
     raise MergeError(f"MERGE INTO {target.name}: the target row with key {key} is matched by more than one source "
                      "row: each target row may match at most one (Spark's MERGE rule; MERGE_CARDINALITY_VIOLATION); "
-                     f"remove the duplicate source rows of that key ({len(twice)} target row(s) are matched so); "
-                     "nothing was committed")
+                     f"remove the duplicate source rows of that key ({len(np.unique(t[twice]))} target row(s) are "
+                     "matched so); nothing was committed")
 
 
 class _Views:

@@ -104,10 +104,11 @@ BY_SOURCE: dict[str, Template] = {
 def replay(state: dict[Key, Row], source: list[Src], templates: list[Template]
            ) -> tuple[dict[Key, Row], list[Change], tuple[int, int, int]] | Key:
     """Spark's MERGE on a dict: the state after, the changes as written, (updated, deleted, inserted); or the key
-    of a target row matched by more than one source row (with a WHEN MATCHED clause)."""
+    of the first source row matching a target row that more than one source row matches (with a WHEN MATCHED
+    clause)."""
     by_kind = {w: [tp for tp in templates if tp[0] == w] for w in ("matched", "not_matched", "not_matched_by_source")}
     matched_keys = [(s[0], s[1]) for s in source if (s[0], s[1]) in state]
-    twice = sorted({k for k in matched_keys if matched_keys.count(k) > 1})
+    twice = [k for k in matched_keys if matched_keys.count(k) > 1]   # in source order
     if by_kind["matched"] and twice:
         return twice[0]
     after, updates, deletes, inserts = dict(state), [], [], []
@@ -175,7 +176,7 @@ clause_lists = st.tuples(*(st.lists(st.sampled_from(sorted(group)), max_size=3, 
                            for group in (MATCHED, NOT_MATCHED, BY_SOURCE))).filter(lambda lists: any(lists))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(initial=st.dictionaries(keys, values, max_size=10), source=st.lists(st.tuples(keys, values, ops), max_size=8),
        chosen=clause_lists)
 def test_merge_matches_the_dict_replay(tmp_path_factory: pytest.TempPathFactory, initial: dict[Key, Any],
@@ -206,7 +207,7 @@ def test_merge_matches_the_dict_replay(tmp_path_factory: pytest.TempPathFactory,
         assert sorted(audit, key=repr) == normalized(changes)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(initial=st.dictionaries(keys, values, max_size=10), source=st.lists(st.tuples(keys, values, ops), max_size=8),
        chosen=clause_lists)
 def test_the_planned_changelog_is_the_replays(initial: dict[Key, Any], source: list[Any],
@@ -259,7 +260,7 @@ def test_duplicate_source_keys_are_inserted_when_nothing_matches_them(tmp_path: 
     assert result.num_target_rows_inserted == 2
     assert _state(t) == {(1, "a"): (1, "a", "x", 1), (7, "a"): (7, "a", "second", 2)}   # the later row wins
     with pytest.raises(tablestore.MergeError,
-                       match=r"key id=[17], dt=a is matched by more than one source row.*\(2 target row"):
+                       match=r"key id=1, dt=a is matched by more than one source row.*\(2 target row"):
         t.merge(source).when_matched_update_all().when_not_matched_insert_all().execute()
     assert len(t.snapshots()) == 2
 
@@ -271,7 +272,7 @@ def test_duplicate_source_keys_are_inserted_when_nothing_matches_them(tmp_path: 
     (lambda m: m.when_matched_update({"v": "s.nope"}), r"no field 's.nope' in a joined row \(t.id, t.dt, t.v, t.n, "
                                                        r"s.id, s.dt, s.v, s.n, s.op"),
     (lambda m: m.when_matched_delete(pc.field("s.nope") == 1), r"WHEN MATCHED DELETE .*No match for FieldRef"),
-    (lambda m: m.when_matched_delete(pc.field("s.n")), r"the predicate is of type int32, not boolean"),
+    (lambda m: m.when_matched_delete(pc.field("s.n")), r"the predicate is of type int64, not boolean"),
     (lambda m: m.when_not_matched_insert({"id": "s.id", "v": "s.v"}),
      r"does not set the primary-key column\(s\) \['dt'\]"),
     (lambda m: m, r"no WHEN clause"),
