@@ -18,7 +18,9 @@ import os
 import subprocess
 import sys
 import venv
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -90,11 +92,17 @@ def setup() -> None:
     _venv(VENV, [*EDITABLE, ".[dev]"])
 
 
-def test_spark_matrix(versions: list[str], pytest_args: list[str]) -> int:
-    """The Spark tests on each PySpark version, each in its own venv; the worst exit code."""
+def _matrix_venv(version: str) -> Path:
+    return _venv(ROOT / f".venv-spark-{version}", [*EDITABLE, ".[spark,test]", f"pyspark=={version}"])
+
+
+def test_spark_matrix(versions: list[str], pytest_args: list[str],
+                      venvs: Mapping[str, "Future[Path]"] | None = None) -> int:
+    """The Spark tests on each PySpark version, each in its own venv (`venvs`: being set up already); the worst exit
+    code."""
     worst = 0
     for version in versions:
-        python = _venv(ROOT / f".venv-spark-{version}", [*EDITABLE, ".[spark,test]", f"pyspark=={version}"])
+        python = venvs[version].result() if venvs and version in venvs else _matrix_venv(version)
         print(f"== Spark tests on PySpark {version}", flush=True)
         tests = [SPARK_TESTS] if version != SPARK_MATRIX[-1] or pytest_args else list(NEWEST_SPARK_TESTS)
         code = _run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-m", MATRIX_SELECTION, *tests,
@@ -127,12 +135,17 @@ def main(argv: list[str]) -> int:
     if command == "test":
         env = dict(os.environ)
         build_s3_server_in_background()
-        code = _run([str(PY), "-m", "pytest", *(rest or MAIN_SUITE_WORKERS)], env=env)
-        if code == 5:
-            print("pytest collected no tests", file=sys.stderr)
         if rest:   # a selection of tests: the default PySpark only
+            code = _run([str(PY), "-m", "pytest", *rest], env=env)
+            if code == 5:
+                print("pytest collected no tests", file=sys.stderr)
             return code
-        matrix = test_spark_matrix(list(SPARK_MATRIX), [])
+        # the matrix's venvs (a PySpark download and install each) are set up one after the other while the whole
+        # suite runs, so the matrix starts as soon as the suite ends
+        with ThreadPoolExecutor(1) as pool:
+            venvs = {version: pool.submit(_matrix_venv, version) for version in SPARK_MATRIX}
+            code = _run([str(PY), "-m", "pytest", *MAIN_SUITE_WORKERS], env=env)
+            matrix = test_spark_matrix(list(SPARK_MATRIX), [], venvs)
         return code or matrix
     if command == "test-spark-matrix":
         versions = [a for a in rest if not a.startswith("-")] or list(SPARK_MATRIX)
