@@ -57,13 +57,32 @@ class KafkaAdmin:
             raise LogStoreUnavailableError(f"Kafka at {self.bootstrap} has no live broker")
 
     def partitions(self, topic: str) -> int | None:
-        """Number of partitions of `topic`, None when it does not exist."""
+        """Number of partitions of `topic`, None when it does not exist. A topic created a moment ago whose
+        partitions have no leader yet (LEADER_NOT_AVAILABLE) is asked again within the timeout."""
         self.ping()
-        meta = self._admin().list_topics(topic=topic, timeout=self._timeout_s)
-        t = meta.topics.get(topic)
-        if t is None or t.error is not None:
-            return None
-        return len(t.partitions)
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            meta = self._admin().list_topics(topic=topic, timeout=self._timeout_s)
+            t = meta.topics.get(topic)
+            if t is None:
+                return None
+            if t.error is None:
+                return len(t.partitions)
+            if t.error.code() not in _NO_LEADER_YET or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
+
+    def _await_leaders(self, topic: str) -> None:
+        """Wait (within the timeout) until every partition of a topic just created has a leader, so that the
+        table that owns it is usable when its CREATE returns; only logged when the time runs out."""
+        deadline = time.monotonic() + self._timeout_s
+        while time.monotonic() < deadline:
+            t = self._admin().list_topics(topic=topic, timeout=self._timeout_s).topics.get(topic)
+            if t is not None and t.error is None and t.partitions and all(
+                    p.leader >= 0 for p in t.partitions.values()):
+                return
+            time.sleep(0.1)
+        log.warning("topic %s: its partitions have no leader %.0f s after its creation", topic, self._timeout_s)
 
     def create_topic(self, topic: str, partitions: int, retention_ms: int | None) -> None:
         self.ping()
@@ -79,6 +98,7 @@ class KafkaAdmin:
             if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TopicError(f"topic {topic!r} already exists on {self.bootstrap}") from None
             raise TopicError(f"could not create topic {topic!r} on {self.bootstrap}: {e}") from None
+        self._await_leaders(topic)
         log.info("created topic %s with %s partitions", topic, partitions)
 
     def delete_topic(self, topic: str, *, missing_ok: bool = True) -> None:
