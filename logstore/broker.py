@@ -242,13 +242,23 @@ def _jvm_opts(rdir: Path) -> list[str]:
             f"-Dlog4j2.configurationFile={rdir / 'log4j2.properties'}"]
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's `Uuid.randomUuid` makes them: URL-safe base64 of 16 bytes that does not
+    start with '-' (one in 64 would, and a command line reads it as an option)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not found.startswith("-"):
+            return found
+
+
 def _format_storage(java: str, libs: Path, rdir: Path, props: Path) -> None:
     id_file = rdir / "cluster.id"
     if not id_file.exists():
-        id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        id_file.write_text(_cluster_id())
     cluster_id = id_file.read_text().strip()
+    # `--cluster-id=ID`, one argument: an id of an older run that starts with '-' would read as an option
     cmd = [java, *_jvm_opts(rdir), "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
-           "-t", cluster_id, "-c", str(props), "--ignore-formatted"]
+           f"--cluster-id={cluster_id}", "-c", str(props), "--ignore-formatted"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-_LOG_TAIL_LINES:])
