@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from free_ports import free_port_pair
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -102,17 +103,7 @@ def test_status_and_stop_of_a_directory_without_broker(tmp_path: Path) -> None:
 
 
 def _free_port() -> int:
-    """A free port whose successor (the broker's controller port) is free too: on a busy machine the port after an
-    ephemeral one is often some client's."""
-    while True:
-        with socket.socket() as sock, socket.socket() as controller:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-            try:
-                controller.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
+    return free_port_pair()
 
 
 def test_port_taken_by_another_process_is_a_clear_error(tmp_path: Path) -> None:

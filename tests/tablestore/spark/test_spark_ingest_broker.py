@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from free_ports import free_port_pair
 from test_spark_ingest import ROOT, TABLE, _ingest, _log_is_once, _ok, _produce, _rows, _table, _topic
 
 import tablestore
@@ -24,19 +24,6 @@ from tablestore.cdc.shop import ShopOrders
 from tablestore.faults import FAULT_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.version_independent]
-
-
-def _free_port_pair() -> int:
-    """A free port whose successor (the broker's controller port) is free too."""
-    while True:
-        with socket.socket() as sock, socket.socket() as controller:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-            try:
-                controller.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
 
 
 def _kill_broker(data_dir: Path) -> None:
@@ -65,7 +52,7 @@ def _wait_for_rows(warehouse: Path, expected: list[dict[str, object]], proc: sub
 
 @pytest.mark.timeout(1200)
 def test_a_broker_that_goes_away_and_comes_back_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data_dir, port = tmp_path / "kafka", _free_port_pair()
+    data_dir, port = tmp_path / "kafka", free_port_pair()
     monkeypatch.delenv("TABLESTORE_KAFKA_CONTROLLER_PORT", raising=False)
     bootstrap = broker.start(data_dir, port=port)
     warehouse = tmp_path / "wh"
