@@ -13,7 +13,8 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from catalog.fs_options import CATALOG_OPTIONS, CATALOG_OPTIONS_ENV, environment_catalog_options, is_catalog_option
+from catalog.fs_options import (CATALOG_OPTION_PREFIXES, CATALOG_OPTIONS, CATALOG_OPTIONS_ENV,
+                                environment_catalog_options, is_catalog_option)
 from catalog.options import (
     ALL_OPTIONS,
     CHANGE_TRACKING,
@@ -33,6 +34,7 @@ __all__ = [
     "ALL_OPTIONS",
     "CATALOG_OPTIONS",
     "CATALOG_OPTIONS_ENV",
+    "CATALOG_OPTION_PREFIXES",
     "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
     "Catalog",

@@ -165,8 +165,9 @@ JVM = "tablestore.spark.jvm"
 JAVA_LAYERS = (JVM, f"{JVM}.cdc", f"{JVM}.read", f"{JVM}.write", f"{JVM}.catalog", f"{JVM}.provider", "managed")
 """The Spark jar's packages, lowest first; a package uses only those before it. The root holds what every side
 shares (the bucket function, the key encoder, Hadoop files, the Python source bridge); `read` the raw-split reader;
-`write` the JVM writer; `catalog` the SQL catalog (its tables, scans, clustered writes, procedures); `provider` the
-`format("managed")` data source and its own catalog; `managed` the name Spark looks the source up by."""
+`write` the JVM writer; `catalog` the SQL catalog and the one table class both front doors load (its scans,
+clustered writes, procedures); `provider` the `format("managed")` data source and its own catalog, which load that
+table; `managed` the name Spark looks the source up by."""
 _JAVA_REF = re.compile(r"\b((?:tablestore\.spark\.jvm|managed)(?:\.[a-z]\w*)*)\.(?:[A-Z]\w*|\*)")
 
 
@@ -203,3 +204,32 @@ def test_the_java_check_sees_an_upward_reference() -> None:
               "class X { Object p = tablestore.spark.jvm.read.RawSplits.newPlanFile(); }\n")
     assert _java_package(source) == f"{JVM}.write"
     assert _java_references(source) == {f"{JVM}.catalog", f"{JVM}.read"}
+
+
+_JAVA_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def test_java_sources_spell_no_name_python_owns() -> None:
+    """Every name the jar shares with Python (tablestore/spark/jvm_contract.py) reaches Java through the generated
+    `Contract` class: a Java string literal equal to one of them is a second declaration."""
+    from tablestore.spark.jvm_contract import jvm_constants
+
+    owned = {value: name for name, value in jvm_constants().items()}
+    violations = []
+    for root in JAVA_SOURCES:
+        for path in sorted(root.rglob("*.java")):
+            code = re.sub(r"/\*.*?\*/|//[^\n]*", "", path.read_text(), flags=re.S)
+            for literal in _JAVA_STRING.findall(code):
+                if literal in owned:
+                    violations.append(f"{path.relative_to(ROOT)}: \"{literal}\" (use Contract.{owned[literal]})")
+    assert not violations, "a name Python owns spelled in Java:\n" + "\n".join(violations)
+
+
+def test_the_generated_contract_has_every_name_once() -> None:
+    from tablestore.spark.jvm_contract import java_source, jvm_constants
+
+    constants = jvm_constants()
+    assert len(set(constants.values())) == len(constants)   # two names for one value would hide a mix-up
+    source = java_source()
+    for name, value in constants.items():
+        assert f'public static final String {name} = "{value}";' in source

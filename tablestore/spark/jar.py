@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 from tablestore.errors import TableStoreError
+from tablestore.spark import jvm_contract
 
 SOURCES = Path(__file__).resolve().parent / "java"
 VERSIONED_SOURCES = Path(__file__).resolve().parent / "java_versions"
@@ -91,7 +92,8 @@ def jar_path() -> Path:
     """The jar for the installed PySpark, built now if not cached."""
     version, spark_jars = _pyspark()
     sources = sorted(SOURCES.rglob("*.java")) + versioned_sources(version)
-    digest = hashlib.sha256(version.encode())
+    contract = jvm_contract.java_source()   # the names Python owns, generated (jvm_contract.py)
+    digest = hashlib.sha256(version.encode() + b"\0" + contract.encode())
     for source in sources:
         root = SOURCES if SOURCES in source.parents else VERSIONED_SOURCES
         digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
@@ -102,8 +104,11 @@ def jar_path() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tablestore-jar-", dir=target.parent) as tmp:
         classes = Path(tmp) / "classes"
+        generated = Path(tmp) / "generated" / "Contract.java"
+        generated.parent.mkdir()
+        generated.write_text(contract)
         cmd = [_javac(), "--release", "17", "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
-               "-cp", str(spark_jars / "*"), *map(str, sources)]
+               "-cp", str(spark_jars / "*"), *map(str, sources), str(generated)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise SparkJarError(f"compiling the tablestore Spark jar against PySpark {version} failed:\n"

@@ -39,7 +39,7 @@ LIBS_ENV = "TABLESTORE_HADOOP_AWS_LIBS"
 JAR_PREFIXES = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-", "wildfly-openssl-")
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 JVM_S3A_OPTION = "__jvm-s3a"
-"""Set ("true") by the JVM on the scans and writes it plans when S3A is on its class path (ProviderTable.java,
+"""Set ("true") by the JVM on the scans and writes it plans when S3A is on its class path (ManagedTable.java,
 JvmBatchWrite.java: the same constant): only then do read.py and jvm_write.py hand S3 files to the JVM."""
 SWITCH_CONF = "spark.tablestore.s3a"
 """false: a session on S3 gets no S3A (its JVM then reads and writes nothing on S3: Python does)."""

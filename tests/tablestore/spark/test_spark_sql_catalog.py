@@ -442,3 +442,41 @@ def test_sql_reads_compacted_splits_with_spark_s_parquet_reader(spark: Any, pyth
             ("+I", 1), ("+I", 2), ("+I", 3)]
     spark.sql(f"DELETE FROM managed.{db}.orders WHERE id = 3")   # now a merge again: Python reads that split
     assert rows(spark, f"SELECT id FROM managed.{db}.orders ORDER BY id") == [(1,), (2,)]
+
+
+def _table_classes(df: Any) -> set[str]:
+    """The JVM classes of the tables a DataFrame's analysed plan reads."""
+    plan = df._jdf.queryExecution().analyzed()
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if node.getClass().getSimpleName() == "DataSourceV2Relation":
+            found.add(node.table().getClass().getName())
+        children = node.children()
+        for i in range(children.size()):
+            walk(children.apply(i))
+
+    walk(plan)
+    return found
+
+
+def test_both_front_doors_load_one_table_class_that_behaves_alike(spark: Any, spark_warehouse: Path,
+                                                                  python_catalog: tablestore.Catalog,
+                                                                  db: str) -> None:
+    spark.sql(ORDERS.format(db=db))
+    spark.sql(f"INSERT INTO managed.{db}.orders VALUES (1, 'a', 1.5, 'x'), (2, 'b', 2.5, 'y'), (3, 'a', 3.5, 'z')")
+    source = spark.createDataFrame([(4, "b", Decimal("4.50"), "w")], "id long, dt string, amount decimal(10,2), "
+                                   "note string")
+    source.write.format("managed").option("warehouse", str(spark_warehouse)).mode("append").save(f"{db}.orders")
+    python_catalog.get_table(f"{db}.orders").compact(full=True)   # raw splits for both readers
+    by_sql = spark.sql(f"SELECT * FROM managed.{db}.orders")
+    by_source = spark.read.format("managed").option("warehouse", str(spark_warehouse)).load(f"{db}.orders")
+    assert _table_classes(by_sql) == _table_classes(by_source) == {"tablestore.spark.jvm.catalog.ManagedTable"}
+    for df in (by_sql, by_source):   # the same scan: Spark's vectorized reader for the compacted buckets
+        assert "ColumnarToRow" in df._jdf.queryExecution().executedPlan().toString()
+    assert sorted(map(tuple, by_sql.collect())) == sorted(map(tuple, by_source.collect())) == [
+        (1, "a", Decimal("1.50"), "x"), (2, "b", Decimal("2.50"), "y"), (3, "a", Decimal("3.50"), "z"),
+        (4, "b", Decimal("4.50"), "w")]
+    if not PYSPARK_4_1:   # the same metadata column
+        assert sorted(map(tuple, by_source.select("_row_kind", "id").collect())) == [
+            ("+I", 1), ("+I", 2), ("+I", 3), ("+I", 4)]

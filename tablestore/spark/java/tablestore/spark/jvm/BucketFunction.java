@@ -34,7 +34,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 public final class BucketFunction implements UnboundFunction {
     private static final long serialVersionUID = 1L;
     /** The prefix of every bucket function name: {@code tablestore_bucket:<numBuckets>:<type>|<type>...}. */
-    public static final String PREFIX = "tablestore_bucket";
+    public static final String PREFIX = Contract.BUCKET_FUNCTION_PREFIX;
 
     private final List<String> keyTypes;
     private final int numBuckets;

@@ -21,7 +21,7 @@ import org.apache.spark.deploy.SparkHadoopUtil;
  */
 public final class HadoopFiles {
     /** tablestore/spark/s3a.py's JVM_S3A_OPTION. */
-    public static final String JVM_S3A_OPTION = "__jvm-s3a";
+    public static final String JVM_S3A_OPTION = Contract.JVM_S3A_OPTION;
     private static final String S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem";
     private static volatile Boolean s3a;
 

@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
-import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
@@ -21,9 +20,7 @@ import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
-import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.connector.write.Write;
-import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataTypes;
@@ -36,6 +33,7 @@ import tablestore.spark.jvm.BucketFunctionCatalog;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.WriteBatches;
 import tablestore.spark.jvm.write.JvmBatchWrite;
+import tablestore.spark.jvm.Contract;
 
 /**
  * One writer per bucket (FLIP-188) for the writes Spark plans: the write asks Spark for its rows clustered by the
@@ -59,7 +57,7 @@ public final class BucketClustering {
      * exactly the rows of bucket p: no partition columns, one task per bucket, the slot function's repartition
      * (REPARTITION_BY_NUM: AQE never coalesces it), so the task need not hash its rows again.
      */
-    static final String TASK_BUCKET_OPTION = "__task-bucket";
+    static final String TASK_BUCKET_OPTION = Contract.TASK_BUCKET_OPTION;
 
     /** What a table's writes cluster by: its partition columns and its bucket key, types and count. */
     public static final class Layout {
@@ -251,93 +249,34 @@ public final class BucketClustering {
     }
 
     /**
-     * The write builder of a {@code managed} data source write ({@code df.write.format("managed")}): Python's
-     * {@code python}, its write clustered by the table's layout, loaded from the catalog service when the write is
-     * built (the table named by the write's options {@code path}/{@code table}, {@code warehouse} or the
-     * environment's {@code TABLESTORE_WAREHOUSE}, {@code table-storage.*}). When the layout cannot be loaded (no
-     * such table, no warehouse) or does not fit the rows ({@link #clusters}), the write is Python's alone, which
-     * reports the error or writes as without a distribution.
+     * The layout of the table a {@code managed} data source write names ({@code df.write.format("managed")}: the
+     * write's options {@code path}/{@code table}, {@code warehouse} or the environment's {@code TABLESTORE_WAREHOUSE},
+     * {@code table-storage.*}, {@code s3.*}), loaded from the catalog service when the write is built; null when it
+     * cannot be (no such table, no warehouse: the Python write alone then reports the error).
      */
-    public static WriteBuilder forDataSource(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
-        return new SourceWriteBuilder(python, info);
-    }
-
-    private static final class SourceWriteBuilder implements SupportsTruncate {
-        private final Function<LogicalWriteInfo, WriteBuilder> python;
-        private final LogicalWriteInfo info;
-        private boolean truncate = false;
-
-        SourceWriteBuilder(Function<LogicalWriteInfo, WriteBuilder> python, LogicalWriteInfo info) {
-            this.python = python;
-            this.info = info;
+    static Layout load(Map<String, String> options) {
+        String table = options.getOrDefault("path", options.get("table"));
+        String warehouse = warehouse(options);
+        if (table == null || warehouse == null || table.split("\\.").length != 2) {
+            return null;
         }
-
-        @Override
-        public WriteBuilder truncate() {
-            truncate = true;
-            return this;
-        }
-
-        /** Python's write of {@code info}, truncating (mode overwrite) when Spark asked; its tasks' tablestore errors
-         *  reach the driver as their line ({@link TaskErrors}), as the clustered write's do. */
-        private Write python(LogicalWriteInfo info) {
-            WriteBuilder builder = python.apply(info);
-            Write write = (truncate ? ((SupportsTruncate) builder).truncate() : builder).build();
-            return write instanceof ClusteredWrite ? write : TaskErrors.write(write);
-        }
-
-        @Override
-        public Write build() {
-            String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
-            if (logPlan == null) {
-                return build(info, null);
+        Map<String, String> session = new java.util.LinkedHashMap<>();
+        options.forEach((k, v) -> {
+            if (k.startsWith(ManagedCatalog.SESSION_PREFIX) || k.startsWith(ManagedCatalog.CATALOG_OPTION_PREFIX)) {
+                session.put(k, v);
             }
-            Map<String, String> planned = LogPublish.withPlan(info.options().asCaseSensitiveMap(), logPlan);
-            Write write = build(withOptions(info, new CaseInsensitiveStringMap(planned)), logPlan);
-            return write instanceof ClusteredWrite ? write : LogPublish.write(write, logPlan, planned);
-        }
-
-        private Write build(LogicalWriteInfo info, String logPlan) {
-            Map<String, String> options = info.options();
-            String table = options.getOrDefault("path", options.get("table"));
-            String warehouse = warehouse(options);
-            if (table == null || warehouse == null || table.split("\\.").length != 2) {
-                return python(info);
+        });
+        try {
+            Map<String, Object> args = new java.util.LinkedHashMap<>();
+            args.put("warehouse", warehouse);
+            args.put("options", session);
+            args.put("table", List.of(table.split("\\.")));
+            return Layout.of(PythonService.call("load_table", args));
+        } catch (PythonServiceException e) {   // no such table: Python's write reports it
+            if (e.type().equals("CatalogServiceError")) {
+                LOG.warn("table {}: written without one writer per bucket: {}", table, e.getMessage());
             }
-            Map<String, String> session = new java.util.LinkedHashMap<>();
-            options.forEach((k, v) -> {
-                if (k.startsWith(ManagedCatalog.SESSION_PREFIX) || k.startsWith(ManagedCatalog.CATALOG_OPTION_PREFIX)) {
-                    session.put(k, v);
-                }
-            });
-            Layout layout;
-            try {
-                Map<String, Object> args = new java.util.LinkedHashMap<>();
-                args.put("warehouse", warehouse);
-                args.put("options", session);
-                args.put("table", List.of(table.split("\\.")));
-                layout = Layout.of(PythonService.call("load_table", args));
-            } catch (PythonServiceException e) {   // no such table: Python's write reports it
-                if (e.type().equals("CatalogServiceError")) {
-                    LOG.warn("table {}: written without one writer per bucket: {}", table, e.getMessage());
-                }
-                return python(info);
-            }
-            if (!clusters(layout, info.schema())) {
-                LOG.warn("table {}: written without one writer per bucket: the rows ({}) lack a partition or key "
-                    + "column, or a key column {} is not of the table's type {} (cast it)", table,
-                    info.schema().simpleString(), layout.bucketKey, layout.bucketKeyTypes);
-                return python(info);
-            }
-            Map<String, String> with = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
-            with.putAll(taskOptions(layout));   // the Python write knows what each task holds
-            String planFile = jvmPlanFile(layout, with);
-            if (planFile != null) {
-                with.put(JvmBatchWrite.PLAN_OPTION, planFile);
-                tablestore.spark.jvm.HadoopFiles.markS3a(with);
-            }
-            return clustered(python(withOptions(info, new CaseInsensitiveStringMap(with))), layout, null, table,
-                planFile, info.schema(), logPlan, with);
+            return null;
         }
     }
 

@@ -27,6 +27,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import tablestore.spark.jvm.DelegatingBatchWrite;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.read.RawSplits;
+import tablestore.spark.jvm.Contract;
 
 /**
  * The log of a {@code managed} write produced by the executors after the Python commit (Python owner:
@@ -37,15 +38,15 @@ import tablestore.spark.jvm.read.RawSplits;
  */
 public final class LogPublish {
     /** tablestore/spark/log_publish.py's PLAN_OPTION. */
-    public static final String PLAN_OPTION = "__log-publish-plan";
+    public static final String PLAN_OPTION = Contract.LOG_PUBLISH_PLAN_OPTION;
     /** tablestore/spark/log_publish.py's READ_OPTION. */
-    public static final String READ_OPTION = "__log-publish";
+    public static final String READ_OPTION = Contract.LOG_PUBLISH_READ_OPTION;
 
     private LogPublish() {
     }
 
     /** Session setting: who produces a Spark write's log (tablestore/spark/log_publish.py's PRODUCERS_CONF). */
-    public static final String PRODUCERS_CONF = "spark.tablestore.log.producers";
+    public static final String PRODUCERS_CONF = Contract.LOG_PRODUCERS_CONF;
 
     /**
      * The plan file path of a write (the file is written by Python, if at all): one per query, since Spark builds

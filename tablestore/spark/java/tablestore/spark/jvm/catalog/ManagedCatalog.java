@@ -37,6 +37,7 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import tablestore.spark.jvm.Contract;
 
 /**
  * The {@code managed} Spark SQL catalog: databases and managed tables of one warehouse. An adapter: metadata
@@ -48,9 +49,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * ({@code s3.*}: how the warehouse is reached).
  */
 public class ManagedCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog, FunctionCatalog {
-    static final String SESSION_PREFIX = "table-storage.";
+    static final String SESSION_PREFIX = Contract.SESSION_PREFIX;
     /** Catalog options (how the warehouse is reached): catalog/fs_options.py's CATALOG_OPTION_PREFIXES. */
-    static final String CATALOG_OPTION_PREFIX = "s3.";
+    static final String CATALOG_OPTION_PREFIX = Contract.CATALOG_OPTION_PREFIX;
 
     private String name;
     private Map<String, String> initial = new HashMap<>();

@@ -16,7 +16,8 @@ import java.util.Set;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.catalog.MetadataColumn;
-import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -35,18 +36,20 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import tablestore.spark.jvm.read.RawSplits;
-import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.Contract;
 
 /**
- * Scans of a managed table. Batch: the Python data source's scan of the table's columns (filters pushed down as in
- * the data source). Streaming: the Python source's stream of the table's changes, whose rows are {@code _row_kind}
- * + the columns; the table exposes {@code _row_kind} as a metadata column, so
+ * Scans of a managed table, from either front door ({@link ManagedTable}). Batch: the Python data source's scan of
+ * the table's columns (filters pushed down), its splits that need no merge read by Spark's vectorized Parquet reader
+ * ({@link RawSplits}). Streaming: the Python source's stream of the table's changes, whose rows are
+ * {@code _row_kind} + the columns; the table exposes {@code _row_kind} as a metadata column, so
  * {@code spark.readStream.table(t).select("_row_kind", "*")} is the changelog. A batch read that selects
- * {@code _row_kind} sees {@code +I} for every row.
+ * {@code _row_kind} sees {@code +I} for every row. A table whose schema is the changelog's (a data source's
+ * streaming read, {@code _row_kind} first) streams Python's changelog as it is.
  */
 final class ManagedScan {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ManagedScan.class);
-    static final String ROW_KIND = "_row_kind";
+    static final String ROW_KIND = Contract.ROW_KIND;
 
     private ManagedScan() {
     }
@@ -75,29 +78,28 @@ final class ManagedScan {
     }
 
     static final class Builder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+        private final ManagedTable table;
         private final StructType schema;
-        private final Transform[] partitioning;
         private final CaseInsensitiveStringMap options;
         private final ScanBuilder python;
-        private final RawSplits.RawPlan rawPlan = RawSplits.RawPlan.create();
+        private final RawSplits.RawPlan rawPlan;
         private boolean rowKind = false;
         private Filter[] pushed = new Filter[0];
         private Filter[] onData = new Filter[0];
 
-        Builder(StructType schema, Transform[] partitioning, CaseInsensitiveStringMap options) {
-            this.schema = schema;
-            this.partitioning = partitioning;
+        Builder(ManagedTable table, CaseInsensitiveStringMap options) {
+            this.table = table;
+            this.schema = table.schema();
             this.options = options;
-            // batch splits that need no merge are handed to Spark's vectorized Parquet reader (ProviderTable)
-            Map<String, String> withPlan = new HashMap<>(options.asCaseSensitiveMap());
-            withPlan.put(RawSplits.RAW_PLAN_OPTION, rawPlan.file());
-            tablestore.spark.jvm.HadoopFiles.markS3a(withPlan);
-            this.python = PythonSourceBridge.scanBuilder(schema, partitioning, new CaseInsensitiveStringMap(withPlan));
+            // batch splits that need no merge are handed to Spark's vectorized Parquet reader (RawSplits)
+            this.rawPlan = table.newRawPlan(schema);
+            this.python = table.pythonScan(schema, options.asCaseSensitiveMap(), rawPlan);
         }
 
         @Override
         public void pruneColumns(StructType required) {
-            rowKind = Arrays.asList(required.fieldNames()).contains(ROW_KIND);   // data columns are never pruned
+            // data columns are never pruned; a changelog schema's `_row_kind` is one of them
+            rowKind = !table.changelogSchema() && Arrays.asList(required.fieldNames()).contains(ROW_KIND);
         }
 
         @Override
@@ -168,18 +170,21 @@ final class ManagedScan {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            if (builder.table.changelogSchema()) {   // a data source's streaming read: Python's changelog as it is
+                return python.toMicroBatchStream(checkpointLocation);
+            }
             if (!SparkTraits.ROW_KIND_METADATA_COLUMN) {
                 LOG.warn("streaming read of managed table {}: this Spark (4.1) cannot offer the _row_kind column "
                     + "through the catalog, so the stream gives the table's upserts (+I/+U rows) and no deletions; "
                     + "for the changelog use tablestore.spark.read_changes(spark, table) or "
-                    + "spark.readStream.format(\"managed\").load(table)", builder.options.get("table"));
+                    + "spark.readStream.format(\"managed\").load(table)", builder.table.tableName());
             }
             StructType changes = new StructType().add(ROW_KIND, DataTypes.StringType, false);
             for (StructField f : builder.schema.fields()) {
                 changes = changes.add(f);
             }
-            MicroBatchStream stream = PythonSourceBridge.scanBuilder(changes, builder.partitioning, builder.options)
-                .build().toMicroBatchStream(checkpointLocation);
+            MicroBatchStream stream = builder.table.pythonScan(changes, builder.options.asCaseSensitiveMap(),
+                builder.table.newRawPlan(changes)).build().toMicroBatchStream(checkpointLocation);
             int n = builder.schema.size();
             int[] order = new int[builder.rowKind ? n + 1 : n];
             for (int i = 0; i < n; i++) {
@@ -189,6 +194,21 @@ final class ManagedScan {
                 order[n] = 0;
             }
             return withReaderFactory(stream, order, changes, !builder.rowKind);
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return python.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return python.reportDriverMetrics();
+        }
+
+        @Override
+        public ColumnarSupportMode columnarSupportMode() {
+            return ColumnarSupportMode.PARTITION_DEFINED;   // columnar when every split is raw (RawSplits)
         }
     }
 

@@ -9,9 +9,11 @@ import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
 import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
-import tablestore.spark.jvm.PythonSourceBridge;
+import tablestore.spark.jvm.HadoopFiles;
+import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.write.JvmBatchWrite;
 
 /**
@@ -21,9 +23,11 @@ import tablestore.spark.jvm.write.JvmBatchWrite;
  * {@code overwrite-predicate} (JSON, {@link PredicateJson}: the partitions matching it).
  *
  * <p>The write asks Spark for one writer per bucket: rows clustered by the partition columns and the table's bucket
- * ({@link BucketClustering}).
+ * ({@link BucketClustering}), where the table's catalog lets Spark resolve the bucket function (the SQL catalog, the
+ * data source's own catalog: {@link ManagedTable}). The same builder serves both front doors.
  */
 final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicOverwrite {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ManagedWriteBuilder.class);
     private final ManagedTable table;
     private final LogicalWriteInfo info;
     private String mode = null;
@@ -59,30 +63,58 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
     @Override
     public Write build() {
         Map<String, String> extra = new HashMap<>();
-        if (mode != null) {
-            extra.put("overwrite-mode", mode);
+        if (mode != null && !mode.equals("static")) {   // a truncate: Python's default, or the write's own option
+            extra.put("overwrite-mode", mode);          // (df.write's mode("overwrite") always truncates)
         }
         if (predicate != null) {
             extra.put("overwrite-predicate", predicate);
         }
-        BucketClustering.Layout layout = table.layout();
-        extra.putAll(BucketClustering.taskOptions(layout));
         String logPlan = LogPublish.planFile(info);   // the executors produce the log after the commit
         if (logPlan != null) {
             extra.put(LogPublish.PLAN_OPTION, logPlan);
         }
-        String planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
-        if (planFile != null) {
-            extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
-            tablestore.spark.jvm.HadoopFiles.markS3a(extra);
+        BucketClustering.Layout layout = layout();
+        String planFile = null;
+        if (layout != null) {
+            extra.putAll(BucketClustering.taskOptions(layout));   // the Python write knows what each task holds
+            planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
+            if (planFile != null) {
+                extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
+                HadoopFiles.markS3a(extra);
+            }
         }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
-        WriteBuilder python = PythonSourceBridge.writeBuilder(table.schema(), table.partitioning(),
-            BucketClustering.withOptions(info, options));
+        WriteBuilder python = table.pythonWrite(BucketClustering.withOptions(info, options));
         if (mode != null) {
-            python = ((org.apache.spark.sql.connector.write.SupportsTruncate) python).truncate();
+            python = ((SupportsTruncate) python).truncate();
         }
-        return BucketClustering.clustered(python.build(), layout, mode, table.name(), planFile, info.schema(),
-            logPlan, options.asCaseSensitiveMap());
+        Write write = python.build();
+        if (layout == null) {   // Python's write alone; its tasks' errors reach the driver as their line
+            return TaskErrors.write(logPlan == null ? write
+                : LogPublish.write(write, logPlan, options.asCaseSensitiveMap()));
+        }
+        String label = table.catalog() != null ? table.name() : table.tableName();
+        return BucketClustering.clustered(write, layout, mode, label, planFile, info.schema(), logPlan,
+            options.asCaseSensitiveMap());
+    }
+
+    /**
+     * What the write clusters by: the table's layout (a data source write's loaded now), null when Spark cannot
+     * cluster it (no function catalog: a data source's streaming write), it cannot be loaded, or the rows do not fit
+     * it ({@link BucketClustering#clusters}: a data source write takes a DataFrame as it is).
+     */
+    private BucketClustering.Layout layout() {
+        if (!table.clusteredWrites()) {
+            return null;
+        }
+        BucketClustering.Layout layout = table.layout() != null ? table.layout()
+            : BucketClustering.load(info.options().asCaseSensitiveMap());
+        if (layout != null && !BucketClustering.clusters(layout, info.schema())) {
+            LOG.warn("table {}: written without one writer per bucket: the rows ({}) lack a partition or key "
+                + "column, or a key column {} is not of the table's type {} (cast it)", table.tableName(),
+                info.schema().simpleString(), layout.bucketKey, layout.bucketKeyTypes);
+            return null;
+        }
+        return layout;
     }
 }

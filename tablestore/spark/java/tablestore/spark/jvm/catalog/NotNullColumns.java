@@ -56,7 +56,7 @@ public final class NotNullColumns extends Rule<LogicalPlan> {
         if (table == null) {
             return plan;
         }
-        String name = String.join(".", ManagedCatalog.tableName(table.identifier()));
+        String name = table.tableName();
         Map<String, String> messages = new HashMap<>();
         for (StructField f : table.schema().fields()) {
             boolean key = table.primaryKey().stream().anyMatch(k -> k.equalsIgnoreCase(f.name()));

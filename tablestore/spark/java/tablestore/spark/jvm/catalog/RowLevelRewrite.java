@@ -21,6 +21,7 @@ import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
+import tablestore.spark.jvm.Contract;
 
 /**
  * MERGE INTO and UPDATE on a managed table, rewritten once Spark has resolved them (as Paimon's SQL extension does,
@@ -41,7 +42,7 @@ import org.apache.spark.sql.types.StructField;
  */
 final class RowLevelRewrite extends Rule<LogicalPlan> {
     /** tablestore/spark/write.py's PLANNED_SNAPSHOT_OPTION. */
-    static final String PLANNED_SNAPSHOT_OPTION = "__planned-snapshot-id";
+    static final String PLANNED_SNAPSHOT_OPTION = Contract.PLANNED_SNAPSHOT_OPTION;
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
@@ -70,7 +71,8 @@ final class RowLevelRewrite extends Rule<LogicalPlan> {
             while (node instanceof SubqueryAlias alias) {
                 node = alias.child();
             }
-            if (!(node instanceof DataSourceV2Relation r) || !(r.table() instanceof ManagedTable t)) {
+            if (!(node instanceof DataSourceV2Relation r) || !(r.table() instanceof ManagedTable t)
+                    || t.catalog() == null) {   // a data source's table is never a statement's target
                 return null;
             }
             Target target = new Target(statement, t, r, plan);

@@ -22,7 +22,9 @@ import scala.jdk.javaapi.CollectionConverters;
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.PythonSourceBridge;
 import tablestore.spark.jvm.TaskErrors;
+import tablestore.spark.jvm.catalog.ManagedTable;
 import tablestore.spark.jvm.read.RawSplits;
+import tablestore.spark.jvm.Contract;
 
 /**
  * The JVM face of the {@code managed} data source: everything is delegated to the Python data source
@@ -47,7 +49,8 @@ import tablestore.spark.jvm.read.RawSplits;
  * then asks the Python source for the changelog schema (option {@value #CHANGES_OPTION}). Spark never uses the V1
  * fallback for this source (its table supports micro-batch reads): {@link #createSource} refuses.
  *
- * <p>Batch scans also read the splits that need no merge with Spark's own Parquet reader: {@link ProviderTable}.
+ * <p>Its tables are the SQL catalog's class ({@link ManagedTable#ofDataSource}): the same scans (the splits that need no
+ * merge read by Spark's own Parquet reader), writes, streams and metadata columns.
  *
  * <p>Batch reads and writes go through a catalog ({@link SupportsCatalogOptions}: DataFrameReader.load and
  * DataFrameWriter.save, Spark 4.1-4.3, then load the table from {@link #extractCatalog}'s catalog by
@@ -63,12 +66,12 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
     /** The short name of the data source, Python's as well. */
     public static final String SHORT_NAME = PythonSourceBridge.SHORT_NAME;
     /** Injected into the Python source's options: answer {@code schema()} with the changelog schema. */
-    public static final String CHANGES_OPTION = "__read-changes";
+    public static final String CHANGES_OPTION = Contract.READ_CHANGES_OPTION;
 
     private static final ThreadLocal<Map<String, String>> STREAMING_READ = new ThreadLocal<>();
 
     private PythonSourceBridge.Source python;
-    /** Where this provider's table has the Python reader write its raw-split plan (see {@link ProviderTable}). */
+    /** Where this provider's table has the Python reader write its raw-split plan (see {@link ManagedTable}). */
     private final String planFile = RawSplits.newPlanFile();
 
     private PythonSourceBridge.Source python() {
@@ -127,7 +130,8 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         STREAMING_READ.remove();
-        return new ProviderTable(python().table(schema, partitioning, properties), planFile, false);
+        return ManagedTable.ofDataSource(python().table(schema, partitioning, properties), planFile, false,
+            properties);
     }
 
     /**
@@ -138,7 +142,8 @@ public class ManagedProvider implements TableProvider, StreamSourceProvider, Sup
         StructType schema = inferSchema(options);
         Transform[] partitioning = inferPartitioning(options);
         STREAMING_READ.remove();
-        return new ProviderTable(python().table(schema, partitioning, options.asCaseSensitiveMap()), planFile, true);
+        return ManagedTable.ofDataSource(python().table(schema, partitioning, options.asCaseSensitiveMap()), planFile,
+            true, options.asCaseSensitiveMap());
     }
 
     @Override

@@ -44,10 +44,11 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.TaskErrors;
+import tablestore.spark.jvm.Contract;
 
 /**
  * The raw-split reading of the {@code managed} scans (Paimon's raw-convertible splits), for both front doors (the
- * data source's {@code ProviderTable} and the catalog's {@code ManagedScan}): the Python reader's plan file
+ * managed table's scans, {@code catalog.ManagedScan}, whichever front door loaded it): the Python reader's plan file
  * ({@link #RAW_PLAN_OPTION}, tablestore/spark/read.py step 4) names the splits that need no merge, which Spark's own
  * vectorized Parquet reader then reads instead of a Python worker.
  */
@@ -56,7 +57,7 @@ public final class RawSplits {
     }
 
     /** The option naming the raw-plan file: tablestore/spark/read.py's RAW_PLAN_OPTION. */
-    public static final String RAW_PLAN_OPTION = "__raw-plan";
+    public static final String RAW_PLAN_OPTION = Contract.RAW_PLAN_OPTION;
 
     private static File planDir;
 

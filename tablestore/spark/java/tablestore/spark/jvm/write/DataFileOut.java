@@ -31,6 +31,7 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Types;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
+import tablestore.spark.jvm.Contract;
 
 /**
  * One data file of the file store's format (filestore/datafile.py): {@code _SEQUENCE_NUMBER} int64,
@@ -46,8 +47,8 @@ import org.apache.spark.unsafe.Platform;
  * check per value.
  */
 final class DataFileOut implements Closeable {
-    static final String SEQ = "_SEQUENCE_NUMBER";
-    static final String KIND = "_VALUE_KIND";
+    static final String SEQ = Contract.SEQUENCE_COLUMN;
+    static final String KIND = Contract.VALUE_KIND_COLUMN;
     /** parquet-mr's default page limits (ParquetProperties): rows, and bytes of values. */
     static final int PAGE_ROWS = 20_000;
     static final int PAGE_BYTES = 1 << 20;

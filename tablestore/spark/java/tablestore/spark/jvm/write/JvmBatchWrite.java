@@ -12,6 +12,7 @@ import org.apache.spark.sql.types.StructType;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
 import tablestore.spark.jvm.TaskErrors;
+import tablestore.spark.jvm.Contract;
 
 /**
  * A batch write whose tasks are written by the JVM twin of the file store's writer ({@link BucketRunWriter}) where
@@ -30,9 +31,9 @@ import tablestore.spark.jvm.TaskErrors;
 public final class JvmBatchWrite extends DelegatingBatchWrite {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(JvmBatchWrite.class);
     /** The option naming the plan file: tablestore/spark/jvm_write.py's PLAN_OPTION. */
-    public static final String PLAN_OPTION = "__jvm-write-plan";
+    public static final String PLAN_OPTION = Contract.JVM_WRITE_PLAN_OPTION;
     /** The write option turning the JVM writer off ({@code false}): tablestore/spark/jvm_write.py's SWITCH. */
-    public static final String SWITCH_OPTION = "jvm-writer";
+    public static final String SWITCH_OPTION = Contract.JVM_WRITER_OPTION;
 
     private final String planFile;
     private final StructType input;
