@@ -34,6 +34,10 @@ def _own_broker_per_worker() -> None:
 
 _own_broker_per_worker()
 
+# every JSON document the Spark jar and Python hand each other in a test is checked against its one schema
+# (tablestore/spark/handover.py); the JVMs, Python workers and catalog services the tests start inherit it
+os.environ.setdefault("TABLESTORE_CHECK_HANDOVER", "1")
+
 
 @pytest.fixture(autouse=True)
 def _hang_watchdog(request: pytest.FixtureRequest) -> Iterator[None]:

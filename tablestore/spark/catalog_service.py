@@ -25,6 +25,7 @@ import catalog
 from tablestore.spark.profiling import profiled
 from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
 from tablestore.spark.sql_tables import alter_table, create_table, drop_table, load_table, table_catalog
+from tablestore.spark import handover
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +105,15 @@ def handle(request: Mapping[str, Any], table: Mapping[str, Action]) -> dict[str,
     """One request -> its response; every error becomes a typed error response, never a crash."""
     ident = request.get("id")
     try:
+        handover.check("service-request", request)
         action = table.get(str(request.get("action")))
         if action is None:
             raise KeyError(f"unknown catalog action {request.get('action')!r}; known: {', '.join(sorted(table))}")
         with profiled(f"catalog-{request.get('action')}"):
             result = action(request.get("args") or {})
-        return {"id": ident, "ok": True, "result": result}
+        response = {"id": ident, "ok": True, "result": result}
+        handover.check("service-response", json.loads(json.dumps(response, default=str)))   # as the JVM reads it
+        return response
     except Exception as e:   # the JVM turns it into a Spark error with this message, verbatim
         log.debug("action %s failed:\n%s", request.get("action"), traceback.format_exc())
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

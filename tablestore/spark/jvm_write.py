@@ -28,6 +28,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from filestore import CommitMessage, Partition, adopt_data_file
 from tablestore.spark.s3a import hadoop_options, jvm_url
+from tablestore.spark import handover
 
 if TYPE_CHECKING:
     from filestore import FileStore, Snapshot, TableSchema
@@ -98,6 +99,7 @@ def write_plan(store: "FileStore", sequences: Mapping[tuple[Partition, int], int
 
 
 def write_plan_file(path: str, plan: dict[str, Any]) -> None:
+    handover.check("jvm-write-plan", plan)
     with open(path, "w") as f:
         json.dump(plan, f)
 
@@ -111,6 +113,7 @@ class JvmTaskCommit(WriterCommitMessage):
     @property
     def content(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.payload)
+        handover.check("jvm-task-commit", value)
         return value
 
     @property

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from filestore import Partition, partition_value
 from tablestore.errors import TableStoreError
+from tablestore.spark import handover
 
 
 class PredicateError(TableStoreError):
@@ -41,6 +42,7 @@ def parse(text: str) -> list[Mapping[str, Any]]:
         raise PredicateError(f"not a predicate list (JSON): {e}") from None
     if not isinstance(nodes, list):
         raise PredicateError(f"not a predicate list: {text[:200]!r}")
+    handover.check("predicates", nodes)
     return nodes
 
 

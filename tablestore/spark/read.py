@@ -40,6 +40,7 @@ from tablestore.spark.source_options import TableRef, int_option, table_ref
 from tablestore.spark.filters import columns_of, translate
 from tablestore.spark.s3a import JVM_S3A_OPTION, hadoop_options, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
+from tablestore.spark import handover
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -115,6 +116,7 @@ class ManagedReader(DataSourceReader):
             plan: dict[str, Any] = {"python_partitions": len(splits), "columns": self.table_schema.names, "raw": raw}
             if raw and store.io.object_store:
                 plan["hadoop"] = hadoop_options(self.ref.catalog_options)
+            handover.check("raw-plan", plan)
             with open(self.raw_plan, "w", encoding="utf-8") as out:
                 json.dump(plan, out)
         return [SplitPartition(s) for s in splits] or [SplitPartition(None)]

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 import catalog
 from tablestore.errors import TableStoreError
+from tablestore.spark import handover
 
 PRIMARY_KEY_PROPERTY = "primary-key"
 COMMENT_KEY = b"comment"
@@ -152,7 +153,7 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         if snapshot is None:
             raise SqlTableError(f"table {table!r} has no snapshot to travel to")
         read_snapshot_id = snapshot.id
-    return {
+    meta = {
         "schema": spark_json(schema.arrow_schema),
         "partition_keys": list(schema.partition_keys),
         "primary_key": list(schema.primary_keys),
@@ -164,6 +165,8 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "snapshot_id": handle.store.snapshots.latest_id(),
         "read_snapshot_id": read_snapshot_id,
     }
+    handover.check("table-meta", meta)
+    return meta
 
 
 def drop_table(args: Mapping[str, Any]) -> bool:

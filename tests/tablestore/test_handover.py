@@ -1,0 +1,59 @@
+"""The hand-over formats between the Spark jar and Python (tablestore/spark/handover.py): one valid JSON Schema per
+format, each in the folder; a document that breaks one is refused naming the format and the place when checking is
+on (the test suite turns it on for every Spark test: tests/conftest.py)."""
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from tablestore.spark import handover
+from tablestore.spark.catalog_service import actions, handle
+
+
+def test_one_valid_schema_per_format_and_no_other_file() -> None:
+    assert sorted(p.name for p in handover.SCHEMAS.iterdir()) == sorted(f"{n}.schema.json" for n in handover.NAMES)
+    for name in handover.NAMES:
+        jsonschema.Draft202012Validator.check_schema(handover.schema(name))
+        assert handover.schema(name)["description"]   # who writes it, who reads it
+
+
+def test_the_suite_checks_every_handover() -> None:
+    assert handover.checking()
+
+
+GOOD = {
+    "raw-plan": {"python_partitions": 1, "columns": ["id", "v"], "raw": [["/wh/db/t/bucket-0/data-0.parquet"]]},
+    "jvm-task-commit": {"task": 0, "bucket": 0, "rows": 10, "files": ["data-1.parquet"]},
+    "predicates": [{"op": "=", "args": [{"ref": ["dt"]}, {"lit": "2024-01-01", "type": "string"}]}],
+    "jvm-write-plan": {"usable": False, "reason": "table 'db.t': a partitioned table"},
+}
+BAD = {
+    "raw-plan": ({"python_partitions": -1, "columns": [], "raw": []}, "python_partitions"),
+    "jvm-task-commit": ({"task": 0, "bucket": 0, "rows": 10, "files": "data-1.parquet"}, "files"),
+    "predicates": ([{"op": "=", "args": [{"column": "dt"}]}], "0/args/0"),
+    "jvm-write-plan": ({"usable": True, "reason": "x"}, "usable"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_a_document_of_its_format_passes_and_a_broken_one_is_named(name: str) -> None:
+    handover.check(name, GOOD[name])
+    document, where = BAD[name]
+    expected = re.escape(f"{name} does not match handover/{name}.schema.json at {where}:")
+    with pytest.raises(handover.HandoverError, match=expected):
+        handover.check(name, document)
+
+
+def test_checking_off_costs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(handover.CHECK_ENV, "0")
+    handover.check("raw-plan", {"anything": "goes"})
+
+
+def test_a_malformed_service_request_gets_an_error_response() -> None:
+    response = handle({"id": 3, "action": "list_namespaces"}, actions())   # no args
+    assert response["ok"] is False and response["error"]["type"] == "HandoverError"
+    assert "service-request" in response["error"]["message"]
+    json.dumps(response)
