@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore import (
-    CommitRetriesExhaustedError, ExpireResult, InvalidWriteError, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots, remove_orphan_files,
-    render_partition_column,
+    CommitRetriesExhaustedError, ExpireResult, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots,
+    remove_orphan_files,
 )
 from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
@@ -25,6 +25,7 @@ from tablestore.convert import Data, to_arrow
 from tablestore.describe import file_detail, iso_time, log_detail, matches, partition_spec
 from tablestore.merge import MergeIo, TableMerger
 from tablestore.merge_plan import MergeTarget
+from tablestore.overwrite import overwrite_scope
 from tablestore.errors import TableStoreError
 from tablestore.system_tables import system_table
 from tablestore.writer import TableWriter, WriteTarget
@@ -150,7 +151,7 @@ class Table:
         order: a later row for the same key wins.
         """
         arrow = to_arrow(data)
-        scope = self._overwrite_scope(overwrite, arrow)
+        scope = overwrite_scope(self.name, self.schema, self.partition_by, overwrite, arrow)
         session = self._write_session()
         budget = RetryBudget(self._store.options)
         while True:
@@ -274,41 +275,6 @@ class Table:
         return read_changes(self.name, self._store, self._handle.log, self.read_batches, schema=self.schema,
                             primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms,
                             max_records=max_records, timeout_s=timeout_s, normalize=normalize)
-
-    def _overwrite_scope(self, overwrite: object, table: pa.Table) -> Any:
-        if overwrite is False or overwrite is None:
-            return None
-        if overwrite is True:
-            return "all"
-        if overwrite == "dynamic":
-            return "dynamic" if self.partition_by else "all"
-        if not isinstance(overwrite, Mapping):
-            raise TableStoreError(f"table {self.name!r}: overwrite must be a bool, a partition mapping or 'dynamic'")
-        unknown = [k for k in overwrite if k not in self.partition_by]
-        if unknown:
-            raise TableStoreError(
-                f"table {self.name!r}: overwrite names {unknown}, which are not partition columns {self.partition_by}"
-            )
-        spec: dict[str, str] = {}
-        for key, value in overwrite.items():
-            type_ = self.schema.field(key).type
-            try:
-                typed = pa.scalar(value).cast(type_) if value is not None else pa.scalar(None, type_)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-                raise TableStoreError(
-                    f"table {self.name!r}: overwrite value {value!r} does not fit partition column {key!r} "
-                    f"of type {type_}: {e}"
-                ) from None
-            spec[key] = render_partition_column(pa.array([typed.as_py()], type_))[0].as_py()
-            if key in table.schema.names and table.num_rows:
-                rendered = render_partition_column(table.column(key).cast(type_))
-                outside = pc.sum(pc.not_equal(rendered, spec[key])).as_py()
-                if outside:
-                    raise InvalidWriteError(
-                        f"table {self.name!r}: {outside} rows are outside the overwritten partition "
-                        f"{key}={spec[key]!r}"
-                    )
-        return spec or "all"
 
     # -- reading -------------------------------------------------------------------------------
     def read(
