@@ -53,11 +53,14 @@ most from the default's, runs every test of MATRIX_SELECTION: also the CDC decod
 materializer, the cluster, S3A and Delta."""
 
 
-MAIN_SUITE_WORKERS = ["-n", "2", "--dist", "loadfile"]
+MAIN_SUITE_WORKERS = ["-n", "2", "--dist", "loadfile", "--max-worker-restart", "0"]
 """The whole suite, and each PySpark of the matrix, runs in two pytest-xdist workers, each test file in one of them
 (its module fixtures set up once): much of a Spark or Kafka test's time is waiting (JVM start, micro-batch
 triggers, polls), so two at a time on 2 cores take less than one after the other (the main suite: 30 min instead of
-38 on the same loaded machine). Each worker has its own Spark session and its own broker (tests/conftest.py)."""
+38 on the same loaded machine). Each worker has its own Spark session and its own broker (tests/conftest.py).
+A test that hangs is ended by pytest-timeout, which ends its worker process; xdist then ends the run, failed, rather
+than start a replacement worker (in a PySpark 4.1 run of 2026-11-27 the replacement made no progress for 30 minutes:
+CI would have run into its hard limit instead of failing)."""
 
 
 def _run(cmd: list[str], **kwargs: object) -> int:
