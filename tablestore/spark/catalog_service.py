@@ -112,7 +112,8 @@ def handle(request: Mapping[str, Any], table: Mapping[str, Action]) -> dict[str,
         with profiled(f"catalog-{request.get('action')}"):
             result = action(request.get("args") or {})
         response = {"id": ident, "ok": True, "result": result}
-        handover.check("service-response", json.loads(json.dumps(response, default=str)))   # as the JVM reads it
+        if handover.checking():   # the response as the JVM reads it (serialized only when checking)
+            handover.check("service-response", json.loads(json.dumps(response, default=str)))
         return response
     except Exception as e:   # the JVM turns it into a Spark error with this message, verbatim
         log.debug("action %s failed:\n%s", request.get("action"), traceback.format_exc())
