@@ -153,18 +153,19 @@ def _runs(table: tablestore.Table) -> list[tuple[str, int]]:
     return [(str(f["partition"]), int(f["bucket"])) for f in table.files()]  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize("partitioned", [True, False])
+@pytest.mark.parametrize("partitioned,buckets", [(True, 3), (False, 3), (True, 1), (False, 1)])
 def test_a_dataframe_write_has_one_writer_per_bucket_and_applies_a_key_s_rows_in_input_order(
-        spark: Any, tmp_path: Path, partitioned: bool) -> None:
+        spark: Any, tmp_path: Path, partitioned: bool, buckets: int) -> None:
     """Every key's rows come through each of 4 input partitions: the write still leaves exactly one new file per
-    bucket it writes (one writer per bucket, as SQL INSERT), and each key ends with its last row in input order;
-    a changelog's -D/+I of one key in different input partitions apply in input order too."""
-    table = _new_table(tmp_path, pk=True, partitioned=partitioned, buckets=3)
+    bucket it writes (one writer per bucket, as SQL INSERT; a table of one bucket too), and each key ends with its
+    last row in input order; a changelog's -D/+I of one key in different input partitions apply in input order."""
+    table = _new_table(tmp_path, pk=True, partitioned=partitioned, buckets=buckets)
     rows = [(i % 7, f"r{i}", float(i), "xy"[i % 2] if partitioned else "x") for i in range(200)]
     df = spark.sparkContext.parallelize(rows, 4).toDF(spark_schema(SCHEMA))
     df.write.format("managed").option("warehouse", str(tmp_path)).mode("append").save(table.name)
     runs = _runs(table)
-    assert len(runs) == len(set(runs)) == (6 if partitioned else 3), runs   # without the distribution: 4 per bucket
+    # without the distribution: 4 per bucket
+    assert len(runs) == len(set(runs)) == buckets * (2 if partitioned else 1), runs
     expected = {(r[0], r[3]): r for r in rows}
     assert _sorted([tuple(r.values()) for r in table.read().to_pylist()]) == _sorted(list(expected.values()))
 

@@ -124,8 +124,11 @@ public final class BucketClustering {
      * Partition columns, then the table's bucket of the row ({@link BucketFunction}, which {@link #loadFunction}
      * resolves by name): all rows of a (partition, bucket) meet in one writer task. Without partition columns, the
      * bucket's {@link BucketSlotFunction} in {@link #tasks} tasks, so that buckets do not share a task while
-     * another idles. A bucket key without a JVM key encoding (the write itself then fails in Python) clusters by
-     * the partition columns alone: still one writer per bucket.
+     * another idles; a table of one bucket too, so that its rows meet in one writer task after a shuffle, as any
+     * other table's (the JVM writer's condition, {@link #taskPerBucket}), never in the tasks that computed them: a
+     * Python writer fed by a Python input in one task (a DataFrame of {@code createDataFrame(list)}) is what hung
+     * on PySpark 4.1 (docs/spark.md). A bucket key without a JVM key encoding (the write itself then fails in
+     * Python) clusters by the partition columns alone: still one writer per bucket.
      */
     static Expression[] clustering(Layout layout) {
         List<Expression> out = new ArrayList<>();
@@ -136,7 +139,7 @@ public final class BucketClustering {
         } catch (IllegalArgumentException | UnsupportedOperationException e) {
             return out.toArray(new Expression[0]);
         }
-        if (layout.buckets > 1) {
+        if (layout.buckets > 1 || out.isEmpty()) {   // one bucket, no partition columns: one task of its own
             if (out.isEmpty()) {
                 function = BucketSlotFunction.name(tasks(layout), function, layout.primaryKey);
             }
@@ -218,7 +221,7 @@ public final class BucketClustering {
                 return false;
             }
         }
-        if (layout.buckets <= 1) {
+        if (layout.buckets <= 1 && !layout.partitionKeys.isEmpty()) {
             return true;
         }
         List<StructField> key = new ArrayList<>();
