@@ -162,12 +162,17 @@ def test_the_cycle_check_sees_a_cycle() -> None:
 
 JAVA_SOURCES = (ROOT / "tablestore" / "spark" / "java", ROOT / "tablestore" / "spark" / "java_versions")
 JVM = "tablestore.spark.jvm"
-JAVA_LAYERS = (JVM, f"{JVM}.cdc", f"{JVM}.read", f"{JVM}.write", f"{JVM}.catalog", f"{JVM}.provider", "managed")
-"""The Spark jar's packages, lowest first; a package uses only those before it. The root holds what every side
-shares (the bucket function, the key encoder, Hadoop files, the Python source bridge); `read` the raw-split reader;
-`write` the JVM writer; `catalog` the SQL catalog and the one table class both front doors load (its scans,
-clustered writes, procedures); `provider` the `format("managed")` data source and its own catalog, which load that
-table; `managed` the name Spark looks the source up by."""
+MIRROR = f"{JVM}.mirror"
+JAVA_LAYERS = (MIRROR, JVM, f"{JVM}.cdc", f"{JVM}.read", f"{JVM}.write", f"{JVM}.catalog", f"{JVM}.provider",
+               "managed")
+"""The Spark jar's packages, lowest first; a package uses only those before it. `mirror` holds the JVM twins of
+rules Python owns (the key encoder, the bucket function, the data file writer, the materializer's history, the
+generated `Contract`), each naming its Python owner, and uses nothing else of the jar, so that a twin reads as a
+translation of its Python module alone; the root holds what the other packages share (Hadoop files, task errors,
+the Python source bridge) and the upsert materializer operator; `read` the raw-split reader; `write` the JVM
+writer; `catalog` the SQL catalog and the one table class both front doors load (its scans, clustered writes,
+procedures); `provider` the `format("managed")` data source and its own catalog, which load that table; `managed`
+the name Spark looks the source up by."""
 _JAVA_REF = re.compile(r"\b((?:tablestore\.spark\.jvm|managed)(?:\.[a-z]\w*)*)\.(?:[A-Z]\w*|\*)")
 
 
@@ -233,3 +238,58 @@ def test_the_generated_contract_has_every_name_once() -> None:
     source = java_source()
     for name, value in constants.items():
         assert f'public static final String {name} = "{value}";' in source
+
+
+_PYTHON_OWNER = re.compile(r"Python owner: \{@code ([\w./]+\.py)\}\.")
+_JAVA_TYPE = re.compile(r"^(?:public\s+)?(?:final\s+|abstract\s+)*(?:class|interface|enum|record)\s+\w+", flags=re.M)
+
+
+def _class_doc(text: str) -> str:
+    """The text of the Javadoc right before a Java source's first type declaration, one line ("" when none)."""
+    declared = _JAVA_TYPE.search(text)
+    head = text[:declared.start()].rstrip() if declared else ""
+    if not head.endswith("*/") or "/**" not in head:
+        return ""
+    doc = head[head.rfind("/**") + 3:-2]
+    return " ".join(line.strip().lstrip("*").strip() for line in doc.splitlines()).strip()
+
+
+def _python_owner(text: str) -> str | None:
+    """The Python file a mirror class names as the first words of its class Javadoc, or None."""
+    found = _PYTHON_OWNER.match(_class_doc(text))
+    return found.group(1) if found else None
+
+
+def test_every_mirror_names_its_python_owner_and_nothing_else_claims_one() -> None:
+    """The Java classes that implement a Python module's rules again live in one package, each naming its Python
+    owner in one form (package-info.java), so a change to a Python rule finds its twin there and nowhere else."""
+    from tablestore.spark.jvm_contract import java_source
+
+    sources = {"generated Contract.java": java_source()}
+    for root in JAVA_SOURCES:
+        sources |= {str(p.relative_to(ROOT)): p.read_text() for p in sorted(root.rglob("*.java"))}
+    mirrors, violations = [], []
+    for name, text in sources.items():
+        if _java_package(text) != MIRROR:
+            if "Python owner:" in text:
+                violations.append(f"{name}: says \"Python owner:\" outside {MIRROR}")
+        elif not name.endswith("package-info.java"):
+            mirrors.append(name)
+            owner = _python_owner(text)
+            if owner is None:
+                violations.append(f"{name}: its class Javadoc does not begin with \"Python owner: {{@code <file>}}.\"")
+            elif not (ROOT / owner).is_file():
+                violations.append(f"{name}: its Python owner {owner} is no file of the repository")
+    assert len(mirrors) >= 5, mirrors   # the key encoder, the bucket function, the data file, the history, Contract
+    assert not violations, "a Java mirror of a Python rule out of place or unnamed:\n" + "\n".join(violations)
+
+
+def test_the_owner_check_reads_the_class_javadoc() -> None:
+    source = ("package tablestore.spark.jvm.mirror;\nimport x.Y;\n/** A file comment. */\n\n/**\n"
+              " * Python owner: {@code filestore/bucket.py}. The bucket.\n *\n * <p>More.\n */\n"
+              "public final class B {\n    /** Python owner: {@code filestore/other.py}. */\n    class C {}\n}\n")
+    assert _python_owner(source) == "filestore/bucket.py"
+    assert _python_owner(source.replace("Python owner: ", "The owner: ")) is None
+    assert _python_owner("package p;\n/** The bucket (Python owner: {@code filestore/bucket.py}.) */\nclass B {}\n"
+                         ) is None   # not the first words: the form is one, so a reader finds it
+    assert _python_owner("package p;\nclass B {}\n") is None

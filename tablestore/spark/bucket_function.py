@@ -1,6 +1,7 @@
-"""The name of a table's bucket function in the JVM (`tablestore.spark.jvm.BucketFunction`, the twin of
+"""The name of a table's bucket function in the JVM (`tablestore.spark.jvm.mirror.BucketFunction`, the twin of
 `filestore.bucket_of`): `tablestore_bucket:<buckets>:<Arrow type>|<Arrow type>...`, the bucket key's Arrow types in
-key order as pyarrow prints them. A Spark catalog that is a `FunctionCatalog` loads the function by this name
+key order as pyarrow prints them (the name does not follow the Java class: the jar reads the prefix from here,
+through its generated `Contract`). A Spark catalog that is a `FunctionCatalog` loads the function by this name
 (`BucketFunctionCatalog.load(ident)`) and names it in its write's required distribution, so Spark computes each
 row's bucket once, in the JVM."""
 from __future__ import annotations

@@ -104,8 +104,8 @@ def jar_path() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tablestore-jar-", dir=target.parent) as tmp:
         classes = Path(tmp) / "classes"
-        generated = Path(tmp) / "generated" / "Contract.java"
-        generated.parent.mkdir()
+        generated = Path(tmp) / "generated" / jvm_contract.JAVA_PATH
+        generated.parent.mkdir(parents=True)
         generated.write_text(contract)
         cmd = [_javac(), "--release", "17", "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
                "-cp", str(spark_jars / "*"), *map(str, sources), str(generated)]

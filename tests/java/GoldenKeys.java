@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;   // the package of the classes it checks (their key buffer is package-private)
+package tablestore.spark.jvm.mirror;   // the package of the classes it checks (their key buffer is package-private)
 
 import java.io.File;
 import java.math.BigDecimal;

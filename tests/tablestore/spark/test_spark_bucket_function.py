@@ -1,5 +1,5 @@
-"""The JVM twin of the bucket function (tablestore.spark.jvm.BucketFunction, a Spark V2 ScalarFunction) gives
-`filestore.bucket_of` on random keys of every key type Spark can carry, through Spark itself: the keys go into a
+"""The JVM twin of the bucket function (tablestore.spark.jvm.mirror.BucketFunction, a Spark V2 ScalarFunction)
+gives `filestore.bucket_of` on random keys of every key type Spark can carry, through Spark itself: the keys go into a
 DataFrame of the Spark types tablestore maps the table's Arrow types to, and a SQL query calls the function from a
 function catalog (`BucketFunctionCatalog`), as a table catalog's write distribution would."""
 from __future__ import annotations

@@ -31,7 +31,8 @@ def test_the_jar_s_key_rules_give_the_golden_vectors(tmp_path: Path) -> None:
     compiled = subprocess.run([jar._javac(), "-nowarn", "-d", str(classes), "-cp", classpath,
                                str(ROOT / "tests" / "java" / "GoldenKeys.java")], capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
-    run = subprocess.run([_java(), "-cp", os.pathsep.join([str(classes), classpath]), "tablestore.spark.jvm.GoldenKeys",
+    run = subprocess.run([_java(), "-cp", os.pathsep.join([str(classes), classpath]),
+                          "tablestore.spark.jvm.mirror.GoldenKeys",
                           str(ROOT / "tests" / "data" / "golden" / "keys.json")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr

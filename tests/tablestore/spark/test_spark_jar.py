@@ -27,7 +27,7 @@ def test_the_jar_is_built_once_and_rebuilt_when_the_sources_change(tmp_path: Pat
 
     sources = tmp_path / "java"
     shutil.copytree(jar.SOURCES, sources)
-    extra = sources / "tablestore" / "spark" / "jvm" / "History.java"
+    extra = sources / "tablestore" / "spark" / "jvm" / "mirror" / "History.java"
     extra.write_text(extra.read_text() + "\n// changed\n")
     monkeypatch.setattr(jar, "SOURCES", sources)
     second = jar_path()

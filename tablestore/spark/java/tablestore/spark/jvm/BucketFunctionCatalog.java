@@ -6,6 +6,8 @@ import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
+import tablestore.spark.jvm.mirror.BucketFunction;
+
 /**
  * A function-only catalog serving the tablestore bucket functions by name, e.g. with
  * {@code spark.sql.catalog.ts_bucket=tablestore.spark.jvm.BucketFunctionCatalog}:

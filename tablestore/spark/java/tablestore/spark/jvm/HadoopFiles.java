@@ -10,6 +10,8 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.deploy.SparkHadoopUtil;
 
+import tablestore.spark.jvm.mirror.Contract;
+
 /**
  * The data files the JVM reads and writes outside the local file system: a warehouse on S3, through Hadoop's S3A
  * (tablestore/spark/s3a.py puts hadoop-aws on the class path of a session whose warehouse is on S3).

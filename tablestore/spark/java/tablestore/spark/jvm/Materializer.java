@@ -8,6 +8,8 @@ import org.apache.spark.sql.RowFactory;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import tablestore.spark.jvm.mirror.History;
+
 /**
  * One event against one primary key's {@link History}: the row kinds, what is emitted, TTL. No Spark state
  * here, so a test drives it directly (tests/tablestore/spark/test_spark_jvm_differential.py).

@@ -20,6 +20,8 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
+import tablestore.spark.jvm.mirror.History;
+
 /**
  * The upsert materializer as a Spark stateful operator: {@code groupByKey(primary key)
  * .flatMapGroupsWithState}, state in the query's state store (RocksDB) and checkpoints. Called from Python by

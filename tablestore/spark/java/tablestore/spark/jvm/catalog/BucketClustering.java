@@ -28,12 +28,12 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
-import tablestore.spark.jvm.BucketFunction;
+import tablestore.spark.jvm.mirror.BucketFunction;
 import tablestore.spark.jvm.BucketFunctionCatalog;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.WriteBatches;
 import tablestore.spark.jvm.write.JvmBatchWrite;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * One writer per bucket (FLIP-188) for the writes Spark plans: the write asks Spark for its rows clustered by the

@@ -13,7 +13,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import tablestore.spark.jvm.BucketFunction;
+import tablestore.spark.jvm.mirror.BucketFunction;
 
 /**
  * The write clustering of a table without partition columns: the table's bucket ({@link BucketFunction}) as a

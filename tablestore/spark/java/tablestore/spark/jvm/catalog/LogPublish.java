@@ -27,14 +27,14 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import tablestore.spark.jvm.DelegatingBatchWrite;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.read.RawSplits;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
- * The log of a {@code managed} write produced by the executors after the Python commit (Python owner:
- * tablestore/spark/log_publish.py, which has the protocol): the write's options name a file
- * ({@value #PLAN_OPTION}) where the Python commit leaves the plans of the table's pending logs; after that commit
- * returns, one Spark job reads the {@code managed} source with {@value #READ_OPTION} = that file (a task per
- * pending snapshot and bucket produces the bucket's records), and the catalog service records the offsets.
+ * The log of a {@code managed} write produced by the executors after the Python commit (the protocol is
+ * tablestore/spark/log_publish.py's): the write's options name a file ({@value #PLAN_OPTION}) where the Python
+ * commit leaves the plans of the table's pending logs; after that commit returns, one Spark job reads the
+ * {@code managed} source with {@value #READ_OPTION} = that file (a task per pending snapshot and bucket produces the
+ * bucket's records), and the catalog service records the offsets.
  */
 public final class LogPublish {
     /** tablestore/spark/log_publish.py's PLAN_OPTION. */

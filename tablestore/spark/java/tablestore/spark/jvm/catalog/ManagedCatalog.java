@@ -37,7 +37,7 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * The {@code managed} Spark SQL catalog: databases and managed tables of one warehouse. An adapter: metadata

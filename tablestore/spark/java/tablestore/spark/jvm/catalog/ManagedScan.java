@@ -36,7 +36,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import tablestore.spark.jvm.read.RawSplits;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * Scans of a managed table, from either front door ({@link ManagedTable}). Batch: the Python data source's scan of

@@ -21,7 +21,7 @@ import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * MERGE INTO and UPDATE on a managed table, rewritten once Spark has resolved them (as Paimon's SQL extension does,

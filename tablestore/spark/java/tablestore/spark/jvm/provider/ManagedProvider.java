@@ -24,7 +24,7 @@ import tablestore.spark.jvm.PythonSourceBridge;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.catalog.ManagedTable;
 import tablestore.spark.jvm.read.RawSplits;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * The JVM face of the {@code managed} data source: everything is delegated to the Python data source

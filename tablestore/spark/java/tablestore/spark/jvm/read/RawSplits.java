@@ -44,7 +44,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.TaskErrors;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * The raw-split reading of the {@code managed} scans (Paimon's raw-convertible splits), for both front doors (the

@@ -35,6 +35,7 @@ import org.apache.spark.unsafe.Platform;
 
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.TaskErrors;
+import tablestore.spark.jvm.mirror.DataFileOut;
 
 /**
  * The JVM twin of one Spark write task's file-store writer (tablestore/spark/write.py's {@code _write_task} with
@@ -47,7 +48,6 @@ import tablestore.spark.jvm.TaskErrors;
  * builds their metadata from the files themselves (filestore.adopt_data_file) when the job commits.
  */
 final class BucketRunWriter implements DataWriter<InternalRow> {
-    static final int ROW_GROUP_ROWS = 65_536;   // filestore/datafile.py ROW_GROUP_ROWS
     private static final int PAGE = 8 << 20;
     private static final int PAGE_SIZE = 1 << 20;   // Parquet pages (pyarrow's default too)
     /** log2 of the rows per key range that a flush sorts at a time ({@link #partition}). */
@@ -324,12 +324,13 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
                 // is shared by every Parquet writer of the JVM (a Spark Parquet write running alongside)
                 .withValuesWriterFactory(new DefaultValuesWriterFactory())
                 .build();
-            schema = DataFileOut.schema(plan);
+            schema = DataFileOut.schema(plan.names, plan.types);
         }
         String name = "data-" + writerId + "-" + files.size() + ".parquet";
         OutputFile out = outputFile(name);
         files.add(name);
-        return new DataFileOut(out, plan, schema, props, codecs.getCompressor(codec(plan.compression)));
+        return new DataFileOut(out, plan.types, plan.ordinals, schema, props,
+            codecs.getCompressor(codec(plan.compression)));
     }
 
     /**

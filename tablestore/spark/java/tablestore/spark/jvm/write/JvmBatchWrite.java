@@ -12,7 +12,7 @@ import org.apache.spark.sql.types.StructType;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
 import tablestore.spark.jvm.TaskErrors;
-import tablestore.spark.jvm.Contract;
+import tablestore.spark.jvm.mirror.Contract;
 
 /**
  * A batch write whose tasks are written by the JVM twin of the file store's writer ({@link BucketRunWriter}) where

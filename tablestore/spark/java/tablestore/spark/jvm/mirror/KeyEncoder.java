@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.mirror;
 
 import java.io.Serializable;
 import java.math.BigDecimal;
@@ -26,10 +26,11 @@ import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 
 /**
- * The file store's order-preserving key bytes (filestore/keycodec.py, an on-disk format) of Spark values, for one
- * key field of a table's Arrow type. The Arrow type decides the bytes, not the Spark type that carries the value:
- * a {@code uint8} column arrives as a Spark short and encodes in one byte, a {@code timestamp[ms]} column arrives
- * as Spark microseconds and encodes the stored milliseconds, a {@code date64} the stored milliseconds of the day.
+ * Python owner: {@code filestore/keycodec.py}. The file store's order-preserving key bytes (an on-disk format) of
+ * Spark values, for one key field of a table's Arrow type. The Arrow type decides the bytes, not the Spark type
+ * that carries the value: a {@code uint8} column arrives as a Spark short and encodes in one byte, a
+ * {@code timestamp[ms]} column arrives as Spark microseconds and encodes the stored milliseconds, a {@code date64}
+ * the stored milliseconds of the day.
  *
  * <p>Layout (see keycodec.py): a marker byte 0x00 for null (nothing follows) or 0x01, then the payload: integers
  * big-endian with the sign bit flipped (unsigned as they are); floats normalized as the file store writes keys

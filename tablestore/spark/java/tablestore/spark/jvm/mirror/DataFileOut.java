@@ -1,4 +1,4 @@
-package tablestore.spark.jvm.write;
+package tablestore.spark.jvm.mirror;
 
 import java.io.Closeable;
 import java.io.IOException;
@@ -31,13 +31,12 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Types;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
-import tablestore.spark.jvm.Contract;
 
 /**
- * One data file of the file store's format (filestore/datafile.py): {@code _SEQUENCE_NUMBER} int64,
- * {@code _VALUE_KIND} int8 (Parquet INT32 annotated INT(8)), then the table's columns in table order, every one
- * optional (the Parquet schema the Python writer's Arrow records give: their fields are all nullable); row groups of
- * {@link BucketRunWriter#ROW_GROUP_ROWS} rows, Parquet 1.0 data pages of at most {@link #PAGE_ROWS} rows and about
+ * Python owner: {@code filestore/datafile.py}. One data file of the file store's format: {@code _SEQUENCE_NUMBER}
+ * int64, {@code _VALUE_KIND} int8 (Parquet INT32 annotated INT(8)), then the table's columns in table order, every
+ * one optional (the Parquet schema the Python writer's Arrow records give: their fields are all nullable); row
+ * groups of {@link #ROW_GROUP_ROWS} rows, Parquet 1.0 data pages of at most {@link #PAGE_ROWS} rows and about
  * {@link #PAGE_BYTES} bytes, PLAIN values (no dictionary), RLE definition levels, page and column statistics and
  * page indexes as parquet-mr computes them (its {@link Statistics} classes). Every record is an ADD (kind 0).
  *
@@ -45,8 +44,13 @@ import tablestore.spark.jvm.Contract;
  * parquet-mr's page store ({@link ColumnChunkPageWriteStore}: compression, page headers, column and offset
  * indexes, the footer): parquet-mr's own column writers spent several virtual calls, a level encoder and a size
  * check per value.
+ *
+ * <p>The table's columns come as plain values (names, the JVM writer's type names of
+ * tablestore/spark/jvm_write.py, the input row's ordinal of each), so that this class needs nothing else of the jar.
  */
-final class DataFileOut implements Closeable {
+public final class DataFileOut implements Closeable {
+    /** filestore/datafile.py's ROW_GROUP_ROWS: rows per row group, all but a file's last group exactly that many. */
+    public static final int ROW_GROUP_ROWS = 65_536;
     static final String SEQ = Contract.SEQUENCE_COLUMN;
     static final String KIND = Contract.VALUE_KIND_COLUMN;
     /** parquet-mr's default page limits (ParquetProperties): rows, and bytes of values. */
@@ -58,7 +62,8 @@ final class DataFileOut implements Closeable {
     private static final VarHandle LONG = MethodHandles.byteArrayViewVarHandle(long[].class,
         ByteOrder.LITTLE_ENDIAN);
 
-    private final WritePlan plan;
+    private final String[] types;
+    private final int[] ordinals;
     private final MessageType schema;
     private final ParquetProperties props;
     private final CompressionCodecFactory.BytesInputCompressor compressor;
@@ -68,18 +73,23 @@ final class DataFileOut implements Closeable {
     private ColumnChunkPageWriteStore pages;
     private int rows;
 
-    DataFileOut(OutputFile out, WritePlan plan, MessageType schema, ParquetProperties props,
-                CompressionCodecFactory.BytesInputCompressor compressor) throws IOException {
-        this.plan = plan;
+    /**
+     * A new data file at {@code out} of {@link #schema(String[], String[])}'s {@code schema}: table column i has
+     * the type name {@code types[i]} and is the input row's column {@code ordinals[i]}.
+     */
+    public DataFileOut(OutputFile out, String[] types, int[] ordinals, MessageType schema, ParquetProperties props,
+                       CompressionCodecFactory.BytesInputCompressor compressor) throws IOException {
+        this.types = types.clone();
+        this.ordinals = ordinals.clone();
         this.schema = schema;
         this.props = props;
         this.compressor = compressor;
         this.file = new ParquetFileWriter(out, schema, ParquetFileWriter.Mode.CREATE,
             Long.MAX_VALUE, 0, props.getColumnIndexTruncateLength(), props.getStatisticsTruncateLength(),
             props.getPageWriteChecksumEnabled());
-        this.codes = new int[plan.types.length];
+        this.codes = new int[types.length];
         for (int i = 0; i < codes.length; i++) {
-            codes[i] = Arrays.asList(TYPES).indexOf(plan.types[i]);
+            codes[i] = Arrays.asList(TYPES).indexOf(types[i]);
         }
         this.columns = new Column[schema.getColumns().size()];
         for (int i = 0; i < columns.length; i++) {
@@ -88,14 +98,14 @@ final class DataFileOut implements Closeable {
         file.start();
     }
 
-    /** The Parquet schema of a table's data files. */
-    static MessageType schema(WritePlan plan) {
+    /** The Parquet schema of the data files of a table of columns {@code names} of the type names {@code types}. */
+    public static MessageType schema(String[] names, String[] types) {
         Types.MessageTypeBuilder b = Types.buildMessage();
         b.optional(PrimitiveTypeName.INT64).named(SEQ);
         b.optional(PrimitiveTypeName.INT32).as(LogicalTypeAnnotation.intType(8, true)).named(KIND);
-        for (int i = 0; i < plan.names.length; i++) {
-            String name = plan.names[i];
-            switch (plan.types[i]) {
+        for (int i = 0; i < names.length; i++) {
+            String name = names[i];
+            switch (types[i]) {
                 case "boolean": b.optional(PrimitiveTypeName.BOOLEAN).named(name); break;
                 case "byte": b.optional(PrimitiveTypeName.INT32).as(LogicalTypeAnnotation.intType(8, true))
                     .named(name); break;
@@ -110,14 +120,14 @@ final class DataFileOut implements Closeable {
                 case "string": b.optional(PrimitiveTypeName.BINARY).as(LogicalTypeAnnotation.stringType())
                     .named(name); break;
                 case "binary": b.optional(PrimitiveTypeName.BINARY).named(name); break;
-                default: throw new IllegalArgumentException("type " + plan.types[i]);
+                default: throw new IllegalArgumentException("type " + types[i]);
             }
         }
         return b.named("schema");
     }
 
-    /** Appends {@code row} (columns at the plan's ordinals) with sequence number {@code sequence}. */
-    void write(UnsafeRow row, long sequence) throws IOException {
+    /** Appends {@code row} (the table's columns at their ordinals) with sequence number {@code sequence}. */
+    public void write(UnsafeRow row, long sequence) throws IOException {
         if (pages == null) {
             pages = new ColumnChunkPageWriteStore(compressor, schema, props.getAllocator(),
                 props.getColumnIndexTruncateLength(), props.getPageWriteChecksumEnabled());
@@ -128,7 +138,7 @@ final class DataFileOut implements Closeable {
         Column[] out = columns;
         out[0].writeLong(sequence);
         out[1].writeInt(0);
-        int[] ordinals = plan.ordinals;
+        int[] ordinals = this.ordinals;
         for (int i = 0; i < ordinals.length; i++) {
             int o = ordinals[i];
             Column c = out[i + 2];
@@ -152,10 +162,10 @@ final class DataFileOut implements Closeable {
                         (int) offsetAndSize);
                     break;
                 }
-                default: throw new IllegalStateException(plan.types[i]);
+                default: throw new IllegalStateException(types[i]);
             }
         }
-        if (++rows == BucketRunWriter.ROW_GROUP_ROWS) {
+        if (++rows == ROW_GROUP_ROWS) {
             endRowGroup();
         }
     }

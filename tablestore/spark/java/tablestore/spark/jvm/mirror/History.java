@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.mirror;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
@@ -10,15 +10,17 @@ import java.util.List;
 import org.apache.spark.sql.Row;
 
 /**
- * One primary key's history of added rows, loaded once per micro-batch: the ordered multiset of
- * tablestore.materializer (Python, the reference semantics) in JVM form. Every operation is O(1) (amortised).
+ * Python owner: {@code tablestore/materializer/multiset.py}. One primary key's history of added rows, loaded once
+ * per micro-batch: the sequenced multiset of the Python materializer (the reference semantics) in JVM form. Every
+ * operation is O(1) (amortised).
  *
  * <p>Entries sit in arrival order in {@code entries}; a removed entry leaves a null slot, trailing nulls are
  * trimmed at once (so the last slot is always the newest live entry) and leading nulls are skipped by
  * {@code head}. {@code byIdent} maps a row identity (the upsert key, else the whole row) to its live entries,
  * oldest first.
  *
- * <p>Semantics (tablestore/materializer/upsert.py): ADD (+I, +U) replaces in place the entry with the same
+ * <p>Semantics (multiset.py's contract; what is forwarded comes from tablestore/materializer/upsert.py and is the
+ * operator's {@code Materializer}'s to do): ADD (+I, +U) replaces in place the entry with the same
  * upsert key, else appends; it is forwarded as +I when the history was empty, else +U. RETRACT (-U, -D) removes
  * the oldest entry with the same identity: history now empty: -D of the retraction as received; the newest
  * entry removed: +U of the entry now newest; an older one: nothing; none matched: nothing, counted as "state

@@ -1,4 +1,4 @@
-package tablestore.spark.jvm;
+package tablestore.spark.jvm.mirror;
 
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -17,8 +17,9 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * The JVM twin of the file store's bucket function (filestore/bucket.py, an on-disk contract): for a table whose
- * bucket key has the Arrow types {@code keyTypes} and {@code numBuckets} buckets, the bucket of a row is
+ * Python owner: {@code filestore/bucket.py}. The JVM twin of the file store's bucket function (an on-disk
+ * contract): for a table whose bucket key has the Arrow types {@code keyTypes} and {@code numBuckets} buckets,
+ * the bucket of a row is
  * <pre>  siphash-2-4(key bytes, key "0123456789123456") -> pandas' 64-bit mix -> unsigned mod numBuckets</pre>
  * where the key bytes are {@link KeyEncoder}'s (filestore/keycodec.py). A differential test
  * (tests/tablestore/spark/test_spark_bucket_function.py) holds it to {@code filestore.bucket_of}.
