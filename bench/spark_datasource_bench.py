@@ -8,6 +8,7 @@ Measures (each the best of --repeat runs, the runs compared interleaved: a b a b
   catalog's `INSERT INTO managed.db.ws SELECT ...` (one writer per bucket: Spark clusters the rows by the table's
   bucket) and `distribute_by_bucket` + the DataFrame write (a Python pass and a shuffle more; `--no-by-bucket` skips it);
 - read of a compacted table (one sorted run per bucket) -> noop sink vs Spark's Parquet read -> noop (>= 60%);
+  and of one column of its five (`select("b")`: the raw splits read that column's chunks only), against Parquet's;
 - read of a table with 5 sorted runs per bucket (5 writes of overlapping keys, never compacted) (>= 35%).
 Prints a table and writes bench/out/spark_datasource.json. Not a test: figures depend on the machine's load.
 """
@@ -137,6 +138,10 @@ def main() -> None:
                 managed_read_compacted_s=lambda: spark.read.format("managed").load("db.w")
                 .write.format("noop").mode("overwrite").save(),
                 managed_read_5runs_s=lambda: spark.read.format("managed").load("db.r5")
+                .write.format("noop").mode("overwrite").save(),
+                parquet_read_column_s=lambda: spark.read.parquet(str(work / "pq")).select("b")
+                .write.format("noop").mode("overwrite").save(),
+                managed_read_column_s=lambda: spark.read.format("managed").load("db.w").select("b")
                 .write.format("noop").mode("overwrite").save()))
     finally:
         results["loadavg_end"] = os.getloadavg()[0]
@@ -146,7 +151,8 @@ def main() -> None:
               ("write_sql_ratio", "parquet_write_s", "managed_write_sql_s", 0.5),
               ("write_by_bucket_ratio", "parquet_write_s", "managed_write_by_bucket_s", 0.5),
               ("read_compacted_ratio", "parquet_read_s", "managed_read_compacted_s", 0.6),
-              ("read_5runs_ratio", "parquet_read_s", "managed_read_5runs_s", 0.35)]
+              ("read_5runs_ratio", "parquet_read_s", "managed_read_5runs_s", 0.35),
+              ("read_column_ratio", "parquet_read_column_s", "managed_read_column_s", 0.6)]
     for key, base, measured, target in ratios:
         if base in results and measured in results:
             results[key] = results[base] / results[measured]

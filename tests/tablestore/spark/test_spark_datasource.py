@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,42 @@ def test_splits_without_a_merge_are_read_by_spark_s_parquet_reader_with_the_same
     assert "ColumnarToRow" not in plan and len(got) == 39
     filtered = _load(spark, tmp_path, table).filter("id < 10").collect()   # raw splits by row group, the rest in Python
     assert _sorted(filtered) == [r for r in got if r[0] < 10]
+
+
+def _scan_output(df: Any) -> list[str]:
+    """The columns the plan's scan of the table puts out (`explain()`'s BatchScan line), without expression ids."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    line = next(line for line in plan.splitlines() if "BatchScan" in line)
+    return re.findall(r"(\w+)#\d+", line.split("BatchScan", 1)[1].split("]", 1)[0])
+
+
+def test_a_scan_reads_only_the_columns_spark_asks_for(spark: Any, tmp_path: Path) -> None:
+    """Column pruning: the scan puts out the selected columns only, read from the raw splits' files column by
+    column (Spark's Parquet reader) and projected from the splits that need a merge (Python's rows), with the same
+    rows as the whole-row read; `_row_kind`, a filter on a column not selected and `count(*)` too."""
+    table = _new_table(tmp_path, pk=True, partitioned=True, buckets=2, schema=PROP_SCHEMA)
+    rows = [{"id": i, "name": f"n{i}", "v": i / 2, "part": "xy"[i % 2], "day": dt.date(2024, 1, 1 + i % 9),
+             "amount": None, "flag": i % 3 == 0} for i in range(40)]
+    table.write(pa.Table.from_pylist(rows, schema=PROP_SCHEMA))
+    table.compact(full=True)
+
+    def check(columnar: bool) -> None:
+        whole = table.read().to_pylist()
+        df = _load(spark, tmp_path, table).select("v", "id")
+        assert _scan_output(df) == ["id", "v"]
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert ("ColumnarToRow" in plan) == columnar, plan
+        assert _sorted(df.collect()) == _sorted([(r["v"], r["id"]) for r in whole])
+        filtered = _load(spark, tmp_path, table).filter("flag AND v < 10").select("name")
+        assert _sorted(filtered.collect()) == _sorted([(r["name"],) for r in whole if r["flag"] and r["v"] < 10])
+        kinds = _load(spark, tmp_path, table).select("day", "_row_kind")
+        assert _scan_output(kinds) == ["day", "_row_kind"]
+        assert _sorted(kinds.collect()) == _sorted([(r["day"], "+I") for r in whole])
+        assert _load(spark, tmp_path, table).count() == len(whole)
+
+    check(columnar=True)   # every split one sorted run: all raw
+    table.write(pa.Table.from_pylist([{"_row_kind": "-D", **rows[2]}, {"_row_kind": "+U", **rows[4], "v": 99.0}]))
+    check(columnar=False)  # the splits that now need a merge are Python's, projected
 
 
 def test_pushed_filters_prune_partitions_and_leave_spark_s_plan(spark: Any, tmp_path: Path) -> None:

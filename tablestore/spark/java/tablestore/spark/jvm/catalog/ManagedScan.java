@@ -84,12 +84,14 @@ final class ManagedScan {
         private final ScanBuilder python;
         private final RawSplits.RawPlan rawPlan;
         private boolean rowKind = false;
+        private StructType read;   // the data columns Spark asks for, in the table's order
         private Filter[] pushed = new Filter[0];
         private Filter[] onData = new Filter[0];
 
         Builder(ManagedTable table, CaseInsensitiveStringMap options) {
             this.table = table;
             this.schema = table.schema();
+            this.read = schema;
             this.options = options;
             // batch splits that need no merge are handed to Spark's vectorized Parquet reader (RawSplits)
             this.rawPlan = table.newRawPlan(schema);
@@ -98,8 +100,11 @@ final class ManagedScan {
 
         @Override
         public void pruneColumns(StructType required) {
-            // data columns are never pruned; a changelog schema's `_row_kind` is one of them
-            rowKind = !table.changelogSchema() && Arrays.asList(required.fieldNames()).contains(ROW_KIND);
+            if (table.changelogSchema()) {   // a data source's streaming read: Python's rows as they are
+                return;
+            }
+            rowKind = Arrays.asList(required.fieldNames()).contains(ROW_KIND);
+            read = RawSplits.pruned(schema, required);   // raw splits read only these; Python's rows are projected
         }
 
         @Override
@@ -140,7 +145,7 @@ final class ManagedScan {
 
         @Override
         public StructType readSchema() {
-            return builder.rowKind ? builder.schema.add(ROW_KIND, DataTypes.StringType, false) : builder.schema;
+            return builder.rowKind ? builder.read.add(ROW_KIND, DataTypes.StringType, false) : builder.read;
         }
 
         @Override
@@ -150,11 +155,12 @@ final class ManagedScan {
 
         @Override
         public Batch toBatch() {
-            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan, builder.onData);
+            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan, builder.onData,
+                builder.read);
             if (!builder.rowKind) {
                 return batch;
             }
-            int n = builder.schema.size();
+            int n = builder.read.size();
             return new Batch() {
                 @Override
                 public InputPartition[] planInputPartitions() {
@@ -163,7 +169,7 @@ final class ManagedScan {
 
                 @Override
                 public PartitionReaderFactory createReaderFactory() {
-                    return new Reordered(batch.createReaderFactory(), rowKindLast(n), builder.schema);
+                    return new Reordered(batch.createReaderFactory(), rowKindLast(n), builder.read);
                 }
             };
         }
@@ -185,10 +191,11 @@ final class ManagedScan {
             }
             MicroBatchStream stream = builder.table.pythonScan(changes, builder.options.asCaseSensitiveMap(),
                 builder.table.newRawPlan(changes)).build().toMicroBatchStream(checkpointLocation);
-            int n = builder.schema.size();
+            int n = builder.read.size();
             int[] order = new int[builder.rowKind ? n + 1 : n];
+            int[] columns = RawSplits.ordinals(builder.schema, builder.read);
             for (int i = 0; i < n; i++) {
-                order[i] = i + 1;
+                order[i] = (columns == null ? i : columns[i]) + 1;   // after the change rows' `_row_kind`
             }
             if (builder.rowKind) {
                 order[n] = 0;

@@ -16,6 +16,7 @@ import java.util.Set;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.ProjectingInternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -127,7 +128,48 @@ public final class RawSplits {
      * which Spark still applies to the rows) rule out by their statistics ({@link ParquetPredicates}).
      */
     public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan, Filter[] filters) {
-        return new RawSplitBatch(python, schema, plan, ParquetPredicates.of(filters, schema));
+        return withRawSplits(python, schema, plan, filters, schema);
+    }
+
+    /**
+     * The same, its rows of {@code read}'s columns only (a subset of {@code schema}'s, in its order: Spark's column
+     * pruning): the raw splits read only those columns' chunks, the Python splits' rows (all columns) are projected.
+     * The filters whose columns are not all read skip nothing (partition columns': the plan already left out the
+     * other partitions' files).
+     */
+    public static Batch withRawSplits(Batch python, StructType schema, RawPlan plan, Filter[] filters,
+                                      StructType read) {
+        List<String> names = Arrays.asList(read.fieldNames());
+        Filter[] usable = Arrays.stream(filters).filter(f -> names.containsAll(Arrays.asList(f.references())))
+            .toArray(Filter[]::new);
+        return new RawSplitBatch(python, read, plan, ParquetPredicates.of(usable, read), ordinals(schema, read));
+    }
+
+    /**
+     * The columns Spark asks a scan of {@code schema} for ({@code required}'s fields that are {@code schema}'s, in
+     * {@code schema}'s order), or {@code schema} itself when that is all of them.
+     */
+    public static StructType pruned(StructType schema, StructType required) {
+        List<String> wanted = Arrays.asList(required.fieldNames());
+        StructType out = new StructType();
+        for (StructField f : schema.fields()) {
+            if (wanted.contains(f.name())) {
+                out = out.add(f);
+            }
+        }
+        return out.size() == schema.size() ? schema : out;
+    }
+
+    /** The positions in {@code schema} of {@code read}'s columns; null when {@code read} is all of it. */
+    public static int[] ordinals(StructType schema, StructType read) {
+        if (read.size() == schema.size()) {
+            return null;
+        }
+        int[] out = new int[read.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = schema.fieldIndex(read.fields()[i].name());
+        }
+        return out;
     }
 
     private static final class RawSplitBatch implements Batch {
@@ -135,13 +177,16 @@ public final class RawSplits {
         private final StructType schema;
         private final RawPlan plan;
         private final FilterPredicate filter;
+        private final int[] projection;
         private boolean columnar;
 
-        RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter) {
+        /** {@code schema}: the columns read; {@code projection}: their positions in a Python row (null: all). */
+        RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter, int[] projection) {
             this.python = python;
             this.schema = schema;
             this.plan = plan;
             this.filter = filter;
+            this.projection = projection;
         }
 
         @Override
@@ -161,7 +206,12 @@ public final class RawSplits {
                 out.addAll(Arrays.asList(planned));
             }
             List<String> columns = new ArrayList<>();
-            raw.path("columns").forEach(c -> columns.add(c.asText()));
+            List<String> read = Arrays.asList(schema.fieldNames());
+            raw.path("columns").forEach(c -> {
+                if (read.contains(c.asText())) {
+                    columns.add(c.asText());
+                }
+            });
             HashMap<String, String> hadoop = HadoopFiles.settings(raw.get("hadoop"));
             for (JsonNode files : raw.path("raw")) {
                 List<String> paths = new ArrayList<>();
@@ -174,7 +224,7 @@ public final class RawSplits {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new ReaderFactory(python.createReaderFactory(), columnar, schema);
+            return new ReaderFactory(python.createReaderFactory(), columnar, schema, projection);
         }
     }
 
@@ -201,11 +251,13 @@ public final class RawSplits {
         private final PartitionReaderFactory python;
         private final boolean columnar;
         private final StructType schema;
+        private final int[] projection;
 
-        ReaderFactory(PartitionReaderFactory python, boolean columnar, StructType schema) {
+        ReaderFactory(PartitionReaderFactory python, boolean columnar, StructType schema, int[] projection) {
             this.python = python;
             this.columnar = columnar;
             this.schema = schema;
+            this.projection = projection;
         }
 
         @Override
@@ -223,7 +275,40 @@ public final class RawSplits {
             if (partition instanceof RawSplit) {
                 return new RowsOf(new RawSplitReader((RawSplit) partition, schema));
             }
-            return python.createReader(partition);
+            PartitionReader<InternalRow> rows = python.createReader(partition);
+            return projection == null ? rows : new Projected(rows, schema, projection);
+        }
+    }
+
+    /** A Python split's rows (every column) as the scan's pruned rows: a view, no copy. */
+    static final class Projected implements PartitionReader<InternalRow> {
+        private final PartitionReader<InternalRow> rows;
+        private final ProjectingInternalRow view;
+
+        Projected(PartitionReader<InternalRow> rows, StructType schema, int[] projection) {
+            this.rows = rows;
+            List<Object> ordinals = new ArrayList<>();
+            for (int o : projection) {
+                ordinals.add(o);
+            }
+            this.view = new ProjectingInternalRow(schema,
+                scala.jdk.javaapi.CollectionConverters.asScala(ordinals).toIndexedSeq());
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            return rows.next();
+        }
+
+        @Override
+        public InternalRow get() {
+            view.project(rows.get());
+            return view;
+        }
+
+        @Override
+        public void close() throws IOException {
+            rows.close();
         }
     }
 
