@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyspark
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,11 +18,13 @@ import tablestore
 import tablestore.spark
 from tablestore.spark.types import spark_schema
 
+
 pytestmark = pytest.mark.spark
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("v", pa.float64()),
                     pa.field("part", pa.string(), False)])
 _tables = itertools.count()
+PYSPARK_4_1 = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2)
 
 
 def _new_table(warehouse: Path, pk: bool, partitioned: bool, buckets: int,
@@ -126,9 +129,10 @@ def test_a_scan_reads_only_the_columns_spark_asks_for(spark: Any, tmp_path: Path
         assert _sorted(df.collect()) == _sorted([(r["v"], r["id"]) for r in whole])
         filtered = _load(spark, tmp_path, table).filter("flag AND v < 10").select("name")
         assert _sorted(filtered.collect()) == _sorted([(r["name"],) for r in whole if r["flag"] and r["v"] < 10])
-        kinds = _load(spark, tmp_path, table).select("day", "_row_kind")
-        assert _scan_output(kinds) == ["day", "_row_kind"]
-        assert _sorted(kinds.collect()) == _sorted([(r["day"], "+I") for r in whole])
+        if not PYSPARK_4_1:   # 4.1 offers no metadata column through the data source
+            kinds = _load(spark, tmp_path, table).select("day", "_row_kind")
+            assert _scan_output(kinds) == ["day", "_row_kind"]
+            assert _sorted(kinds.collect()) == _sorted([(r["day"], "+I") for r in whole])
         assert _load(spark, tmp_path, table).count() == len(whole)
 
     check(columnar=True)   # every split one sorted run: all raw
