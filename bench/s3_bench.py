@@ -16,8 +16,8 @@ bench/spark_datasource_bench.py; read from a local Parquet file), each the best 
 - scan: `count(*)` and `sum(a)` of each written table: the managed table's splits through Spark's Parquet reader on
   s3a:// (the raw-split reader: one sorted run per bucket) vs `spark.read.parquet`; also the same scan through the
   Python reader (an exact pushed filter `id >= 0`, true of every row, sends every split to Python); target: >= 60%.
-  Spark's Parquet scan reads only column `a` (column pruning); the managed source reads every column (Spark's
-  Python data source API prunes none), so the same three also read every column into Spark's `noop` sink (read).
+  Both read only column `a` (column pruning: the managed scan's raw splits read that column's chunks, its Python
+  splits are read whole and projected); the same three also read every column into Spark's `noop` sink (read).
 Prints seconds, rows/s and the ratio to Spark's Parquet; writes bench/out/s3_bench.json. Not a test: the figures
 depend on the machine's load (the S3 server shares its 2 cores).
 """
