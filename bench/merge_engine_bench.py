@@ -4,7 +4,9 @@ rows. Keys are drawn from `--rows`/2 ids, so most keys have records in several r
 int64, a float64 and a string value column and an int64 `ts` (the sequence.field of the `seq-field` case).
 Best of `--repeat` reads (a full scan: `Table.read()`), in rounds that read every case once; the ratio is deduplicate's time over the engine's (1.0:
 as fast); `median` is the median over the rounds of that ratio within a round (steadier on a machine whose
-load changes). The write column is the 5 commits' time (flushes merge with the engine too).
+load changes). The write column is the 5 commits' time (flushes merge with the engine too). `cpu` is the ratio of
+the reads' best CPU seconds (this process, all threads): deduplicate's over the engine's, which a loaded machine
+moves far less than wall time.
 
 Prints a table and writes `bench/out/merge_engine.json`.
 
@@ -73,14 +75,19 @@ def bench(cases: list[str], data: list[pa.Table], repeat: int, warehouse: str) -
     case's best read."""
     tables = {case: build(case, data, warehouse) for case in cases}
     times: dict[str, list[float]] = {case: [] for case in cases}
+    cpu: dict[str, list[float]] = {case: [] for case in cases}
     rows_out = {}
     for _ in range(repeat):
         for case, (t, _) in tables.items():
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             rows_out[case] = t.read().num_rows
             times[case].append(time.perf_counter() - began)
+            cpu[case].append(time.process_time() - began_cpu)
     base = times.get("deduplicate")
+    base_cpu = min(cpu["deduplicate"]) if "deduplicate" in cpu else None
     return [{"case": case, "read_s": round(min(times[case]), 4), "write_s": round(tables[case][1], 3),
+             "read_cpu_s": round(min(cpu[case]), 4),
+             "cpu_ratio": None if base_cpu is None else round(base_cpu / min(cpu[case]), 2),
              "rows_out": rows_out[case], "rows_in": sum(b.num_rows for b in data),
              # the median over rounds of deduplicate's time over this case's in the same round: steadier than a
              # ratio of bests when the machine's load changes
@@ -105,12 +112,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as warehouse:
         results = bench(args.engines.split(","), data, args.repeat, warehouse)
     base = next((r["read_s"] for r in results if r["case"] == "deduplicate"), None)
-    print(f"{'case':>15} {'read s':>8} {'vs dedup':>9} {'median':>7} {'write s':>8} {'rows out':>9}")
+    print(f"{'case':>15} {'read s':>8} {'vs dedup':>9} {'median':>7} {'cpu':>5} {'write s':>8} {'rows out':>9}")
     for r in results:
         ratio = round(float(base) / float(r["read_s"]), 2) if base else None  # type: ignore[arg-type]
         r["ratio_vs_deduplicate"] = ratio
         print(f"{r['case']:>15} {r['read_s']:>8} {str(ratio):>9} {str(r['median_round_ratio']):>7} "
-              f"{r['write_s']:>8} {r['rows_out']:>9}")
+              f"{str(r['cpu_ratio']):>5} {r['write_s']:>8} {r['rows_out']:>9}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": args.rows, "runs_per_bucket": RUNS, "results": results}, indent=2))
