@@ -47,12 +47,14 @@ class DemoState:
     errors: list[str] = field(default_factory=list)
 
 
-def _produce(shop: ShopOrders, producer: logstore.RawProducer, state: DemoState, rate: int, seconds: float) -> None:
-    """Play the shop's change stream at `rate` events/s; the source's ALTER TABLE half way."""
+def _produce(shop: ShopOrders, producer: logstore.RawProducer, state: DemoState, rate: int, seconds: float,
+             stop: threading.Event) -> None:
+    """Play the shop's change stream at `rate` events/s, until `seconds` have passed or `stop` is set (the demo
+    failed); the source's ALTER TABLE half way."""
     start = time.monotonic()
     made = 0
     try:
-        while (elapsed := time.monotonic() - start) < seconds:
+        while (elapsed := time.monotonic() - start) < seconds and not stop.is_set():
             if not shop.coupon and elapsed >= seconds / 2:
                 shop.add_coupon()
             due = int(elapsed * rate)
@@ -173,7 +175,8 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
         table = tablestore.Catalog(warehouse).get_table(TABLE)
         down = _downstream(spark, warehouse, f"{checkpoints}/_downstream_checkpoint", state)
         stop = threading.Event()
-        threads = [threading.Thread(target=_produce, args=(shop, producer, state, rate, seconds), daemon=True),
+        produce_args = (shop, producer, state, rate, seconds, stop)
+        threads = [threading.Thread(target=_produce, args=produce_args, daemon=True),
                    threading.Thread(target=_compact_now_and_then, args=(table, state, stop), daemon=True)]
         for t in threads:
             t.start()
@@ -194,6 +197,8 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
             job.request_stop()
             ingest.join(120)
             down.stop()
+            for t in threads:   # the report reads the shop's state, which the producer changes until it ends
+                t.join(60)
             live.update(_view(state, job, t0))
         return _report(console, shop, table, state, job, producer)
     finally:
