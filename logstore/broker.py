@@ -294,14 +294,14 @@ def _live_state(rdir: Path) -> _State | None:
     if _is_our_broker(state.pid, rdir):
         return state
     path.unlink(missing_ok=True)
+    _CHILDREN.pop(state.pid, None)
     return None
 
 
 def _is_our_broker(pid: int, rdir: Path) -> bool:
     child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
-        _CHILDREN.pop(pid, None)
-        return False
+    if child is not None:   # started by this process: its exit status says it all, no reading of /proc
+        return child.poll() is None
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -327,13 +327,21 @@ def _wait_ready(bootstrap: str, pid: int, rdir: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         if not _is_our_broker(pid, rdir):
-            raise BrokerStartError(f"the broker process {pid} exited", str(rdir / "broker.log"), _log_tail(rdir))
+            raise BrokerStartError(f"the broker process {pid} {_how_it_ended(pid)}", str(rdir / "broker.log"),
+                                   _log_tail(rdir))
         if _answers(bootstrap, min(2.0, max(0.1, deadline - time.monotonic()))):
             return
         if time.monotonic() >= deadline:
             raise BrokerStartError(f"not ready on {bootstrap} after {timeout_s:.0f} s", str(rdir / "broker.log"),
                                    _log_tail(rdir))
         time.sleep(0.1)
+
+
+def _how_it_ended(pid: int) -> str:
+    code = _CHILDREN[pid].returncode if pid in _CHILDREN else None
+    if code is None:
+        return "exited"
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
 
 
 def _log_tail(rdir: Path) -> str:

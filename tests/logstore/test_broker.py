@@ -1,8 +1,12 @@
 """The project's own Kafka broker: it answers, runs transactions on one node, and start/stop/status behave."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -133,6 +137,29 @@ def test_jvm_that_cannot_start_gives_the_log_tail(
     with pytest.raises(BrokerError, match="did not come up") as info:
         broker.start(tmp_path, port=_free_port(), timeout_s=30)
     assert "heap size" in str(info.value)
+    assert broker.status(tmp_path) is None
+
+
+def test_a_broker_killed_while_starting_says_how_it_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start of a broker killed from outside names the signal (CI met a broker that ended before its first log
+    line, with nothing else to go on)."""
+    monkeypatch.setenv("TABLESTORE_KAFKA_CONTROLLER_PORT", str(_free_port()))
+
+    def kill_once_launched() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(json.loads((tmp_path / "state.json").read_text())["pid"], signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_once_launched)
+    killer.start()
+    try:
+        with pytest.raises(BrokerError, match="was killed by SIGKILL"):
+            broker.start(tmp_path, port=_free_port(), timeout_s=60)
+    finally:
+        killer.join()
     assert broker.status(tmp_path) is None
 
 
