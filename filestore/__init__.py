@@ -5,7 +5,7 @@ from filestore.adopt import adopt_data_file
 from filestore.bucket import bucket_of
 from filestore.coerce import conform_column, normalize_keys
 from filestore.commit import CommitResult, FileStoreCommit, Overwrite
-from filestore.compact import added_by, compact, delete_added_files, sorted_run_counts
+from filestore.compact import added_by, compact, delete_added_files, plan_compaction, sorted_run_counts
 from filestore.compact_pick import sorted_runs
 from filestore.context import StoreContext
 from filestore.errors import (
@@ -103,6 +103,7 @@ __all__ = [
     "is_s3",
     "normalize_keys",
     "partition_value",
+    "plan_compaction",
     "read_data_file",
     "remove_orphan_files",
     "render_partition_column",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -46,6 +46,15 @@ def matches(partition: Partition, partition_by: Sequence[str], spec: Mapping[str
         return True
     values = dict(zip(partition_by, partition))
     return all(values.get(k) == v for k, v in spec.items())
+
+
+def partition_selector(table_name: str, schema: pa.Schema, partition_by: Sequence[str],
+                       specs: Sequence[Mapping[str, Any]] | None) -> Callable[[Partition], bool] | None:
+    """Whether a partition matches one of the users' {column: value} `specs` (None: every partition)."""
+    if specs is None:
+        return None
+    rendered = [partition_spec(table_name, schema, partition_by, p) for p in specs]
+    return lambda partition: any(matches(partition, partition_by, spec) for spec in rendered)
 
 
 def file_detail(entries: Sequence[ManifestEntry], schema: pa.Schema, partition_by: Sequence[str],

@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore import (
-    CommitRetriesExhaustedError, ExpireResult, RetryBudget, SequenceConflictError, Snapshot, expire_snapshots,
-    remove_orphan_files,
+    CommitMessage, CommitRetriesExhaustedError, ExpireResult, RetryBudget, SequenceConflictError, Snapshot,
+    expire_snapshots, remove_orphan_files,
 )
 from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
 from tablestore.convert import Data, to_arrow
-from tablestore.describe import file_detail, iso_time, log_detail, matches, partition_spec
+from tablestore.describe import file_detail, iso_time, log_detail, partition_selector, partition_spec
 from tablestore.merge import MergeIo, TableMerger
 from tablestore.merge_plan import MergeTarget
 from tablestore.overwrite import overwrite_scope
@@ -238,10 +238,15 @@ class Table:
         """Run universal compaction on every bucket (every run merged into one when `full`); the id of the
         COMPACT snapshot, or None when nothing needed compacting. `partitions`: only the partitions matching one of
         these {column: value} specs. `progress(done, total)`: bytes of input files rewritten so far."""
-        specs = [partition_spec(self.name, self.schema, self.partition_by, p) for p in partitions or ()]
-        selected = None if partitions is None else (
-            lambda partition: any(matches(partition, self.partition_by, spec) for spec in specs))
+        selected = partition_selector(self.name, self.schema, self.partition_by, partitions)
         return self._write_session().compact(full=full, partitions=selected, progress=progress)
+
+    def commit_compaction(self, messages: Sequence[CommitMessage], snapshot_id: int) -> int | None:
+        """One COMPACT snapshot of compaction `messages` rewritten elsewhere (by Spark tasks:
+        tablestore/spark/compact_job.py) from the files of snapshot `snapshot_id`; None when there are none."""
+        store = self._handle.store
+        base = store.live_files(store.snapshots.get(snapshot_id))
+        return self._write_session().commit_compaction(list(messages), base)
 
     def log_writer(self, *, transactional_id: str | None = None, commit_user: str | None = None) -> TableWriter:
         """A write session of its own (its own commit user): `write()` rows or changelogs, `commit()` at each

@@ -333,13 +333,19 @@ class TableWriter:
         live = self._latest_live()
         messages = filestore.compact(self._store.context, live.snapshot, full=full, live=live, partitions=partitions,
                                      progress=progress)
+        return self.commit_compaction(messages, live, identifier=identifier)
+
+    def commit_compaction(self, messages: list[CommitMessage], base: LiveFiles, *,
+                          identifier: int | None = None) -> int | None:
+        """One COMPACT snapshot of `messages`, rewritten from the files of `base` (here, or by Spark tasks); None
+        when there are none. If it fails, the files they add are deleted (unless it landed after all)."""
         if not messages:
             return None
         ident = self._next_identifier(identifier)
         try:
-            result = self._committer.publish(messages, identifier=ident, kind=CommitKind.COMPACT, base=live)
+            result = self._committer.publish(messages, identifier=ident, kind=CommitKind.COMPACT, base=base)
         except BaseException:
-            self._clean_up(messages, ident, CommitKind.COMPACT, base=live)
+            self._clean_up(messages, ident, CommitKind.COMPACT, base=base)
             raise
         self._live = result.live
         return result.snapshot_id

@@ -34,10 +34,12 @@ def schema_of(options: Mapping[str, str]) -> "StructType":
     """The table's schema; the changelog schema of its changes when the JVM provider says the read is a stream."""
     from tablestore.spark.types import spark_schema
 
-    from tablestore.spark import log_publish
+    from tablestore.spark import compact_job, log_publish
 
     if log_publish.READ_OPTION in dict(options):   # the JVM's job producing a commit's log (spark/log_publish.py)
         return log_publish.publish_schema()
+    if compact_job.READ_OPTION in dict(options):   # the JVM's compaction job (spark/compact_job.py)
+        return compact_job.task_schema()
     stream = str(dict(options).get(CHANGES_OPTION, "")).lower() == "true"
     # Spark asks the schema of batch reads, writes and (without the jar's provider) streams alike: reader(),
     # writer(), stream_reader() and stream_writer() check for their own use
@@ -51,11 +53,13 @@ def schema_of(options: Mapping[str, str]) -> "StructType":
 
 
 def reader(options: Mapping[str, str], schema: "StructType") -> Any:
-    from tablestore.spark import log_publish
+    from tablestore.spark import compact_job, log_publish
     from tablestore.spark.read import ManagedReader
 
     if log_publish.READ_OPTION in dict(options):
         return log_publish.LogPublishReader(options)
+    if compact_job.READ_OPTION in dict(options):
+        return compact_job.CompactReader(options)
 
     check_options(options, "read")
     return ManagedReader(dict(options), schema)

@@ -23,7 +23,8 @@ def jvm_constants() -> Mapping[str, str]:
     from catalog import CATALOG_OPTION_PREFIXES, SESSION_PREFIX
     from filestore import SYSTEM_COLUMNS
     from logstore import ROW_KIND_COLUMN
-    from tablestore.spark import bucket_function, jvm_write, log_publish, read, s3a, source_options, write
+    from tablestore.spark import (bucket_function, compact_job, jvm_write, log_publish, read, s3a, source_options,
+                                  write)
 
     (catalog_prefix,) = CATALOG_OPTION_PREFIXES
     seq, kind, _count = SYSTEM_COLUMNS
@@ -41,9 +42,11 @@ def jvm_constants() -> Mapping[str, str]:
         "JVM_WRITER_OPTION": jvm_write.SWITCH,            # a write's switch for the JVM writer
         "LOG_PUBLISH_PLAN_OPTION": log_publish.PLAN_OPTION,   # log_publish.py: the commit's log plans
         "LOG_PUBLISH_READ_OPTION": log_publish.READ_OPTION,   # the read that produces them
+        "COMPACT_READ_OPTION": compact_job.READ_OPTION,   # compact_job.py: the read whose tasks compact
         "JVM_S3A_OPTION": s3a.JVM_S3A_OPTION,             # s3a.py: the JVM reads and writes S3 itself
         # session settings
         "LOG_PRODUCERS_CONF": log_publish.PRODUCERS_CONF,
+        "COMPACTION_RUNNERS_CONF": compact_job.RUNNERS_CONF,
         # option prefixes (catalog/options.py, catalog/fs_options.py)
         "SESSION_PREFIX": SESSION_PREFIX,
         "CATALOG_OPTION_PREFIX": catalog_prefix,

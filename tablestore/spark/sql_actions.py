@@ -81,6 +81,18 @@ def compact(args: Mapping[str, Any]) -> dict[str, Any]:
     full = args.get("full")
     report = maintenance.compact(table, full=True if full is None else bool(full), partitions=_specs(args.get(
         "partitions")))
+    return _compact_result(report, args)
+
+
+def compact_commit(args: Mapping[str, Any]) -> dict[str, Any]:
+    """`compact`'s result when the executors rewrote the buckets (tablestore/spark/compact_job.py): their commit
+    messages `args["tasks"]` committed in one COMPACT snapshot."""
+    from tablestore.spark.compact_job import commit
+
+    return _compact_result(commit(_table(args), args), args)
+
+
+def _compact_result(report: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
     b, a = report["before"], report["after"]
     return _result(COMPACT_COLUMNS, [[
         report["table"], report["snapshot_id"], report["full"], args.get("partitions"), b["files"], a["files"],
@@ -215,6 +227,7 @@ def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
 
 ACTIONS: dict[str, Action] = {
     "compact": compact,
+    "compact_commit": compact_commit,
     "expire_snapshots": expire_snapshots,
     "describe_detail": describe_detail,
     "delete_where": delete_where,

@@ -50,7 +50,10 @@ def main(warehouse: str, master: str, options: dict[str, str], work: Path) -> di
     query.awaitTermination()
     seen["after_stream"] = spark.read.format("managed").load("db.t").count()
 
+    spark.sparkContext.setJobGroup("compact", "CALL compact")   # on a cluster its tasks rewrite the buckets
     spark.sql("CALL managed.system.compact(table => 'db.t')")
+    seen["compact_jobs"] = len(spark.sparkContext.statusTracker().getJobIdsForGroup("compact"))
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     table = tablestore.Catalog(warehouse, options=options).get_table("db.t")
     seen["kinds"] = sorted({s.kind for s in table.snapshots()})
     seen["after_compact"] = [tuple(r) for r in spark.sql(

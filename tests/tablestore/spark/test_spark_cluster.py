@@ -63,6 +63,7 @@ def test_the_s3_job_runs_on_a_standalone_cluster(
     seen = run_job(s3_warehouse, spark_cluster.master_url, s3_server.catalog_options(), tmp_path)
     check_job(seen)
     assert seen["executors"] == 2   # the work ran in the workers' executors, not in the driver
+    assert seen["compact_jobs"] == 1   # the compaction too: a Spark job whose tasks rewrote the buckets
 
 
 @pytest.mark.timeout(900)

@@ -59,6 +59,33 @@ def test_call_compact_one_partition_then_describe_detail_shows_it(spark: Any, or
     assert table.latest_snapshot_id() == 4   # the Python API sees the SQL compaction
 
 
+@pytest.mark.parametrize("runners", ["executors", "driver"])
+def test_call_compact_rewrites_the_buckets_in_spark_tasks_or_in_the_driver(spark: Any, orders: str,
+                                                                          runners: str) -> None:
+    """`spark.tablestore.compaction.runners`: `executors` (on a cluster, the default) rewrites each bucket in a task
+    of a Spark job and commits on the driver; `driver` (a local session's default) compacts in the catalog service.
+    Both give the same table and the same report."""
+    sc = spark.sparkContext
+    group = f"compact-{runners}-{orders}"
+    before = rows(spark, f"SELECT * FROM managed.{orders} ORDER BY id")
+    spark.conf.set("spark.tablestore.compaction.runners", runners)
+    sc.setJobGroup(group, "the CALL")
+    try:
+        [row] = rows(spark, f"CALL managed.system.compact(table => '{orders}', partitions => 'dt=2024-01-01')")
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        spark.conf.unset("spark.tablestore.compaction.runners")
+    assert (row["table"], row["snapshot_id"], row["full"]) == (orders, 4, True)
+    assert (row["files_before"], row["files_after"], row["max_runs_per_bucket_after"]) == (3, 1, 1)
+    assert len(sc.statusTracker().getJobIdsForGroup(group)) == (1 if runners == "executors" else 0)
+    assert rows(spark, f"SELECT * FROM managed.{orders} ORDER BY id") == before
+    db = orders.split(".")[0]
+    assert rows(spark, f"SELECT kind FROM managed.{db}.`orders$snapshots` ORDER BY snapshot_id") == [
+        {"kind": "APPEND"}] * 3 + [{"kind": "COMPACT"}]
+    [again] = rows(spark, f"CALL managed.system.compact(table => '{orders}', partitions => 'dt=2024-01-01')")
+    assert again["snapshot_id"] is None   # nothing left to compact there
+
+
 def test_alter_table_compact_and_describe_detail_of_the_table(spark: Any, orders: str) -> None:
     db, name = orders.split(".")
     [row] = rows(spark, f"ALTER TABLE managed.`{db}`.{name} COMPACT")

@@ -22,6 +22,7 @@ import org.apache.spark.sql.types.StructType;
  * helper ({@code tablestore.spark.sql_actions}) whose result rows come back as the one LocalScan Spark accepts:
  * <pre>
  *   compact(table, partitions => 'k=v[,k=v...][;...]', full => true)     synchronous compaction, files before/after
+ *                                                                       (on the executors: {@link CompactJob})
  *   expire_snapshots(table, retain_last => n)                           how many snapshots expired
  *   describe_detail(table, partition => 'k=v[,...]')                    DESCRIBE DETAIL (the parser's rewrite)
  * </pre>
@@ -137,6 +138,10 @@ public final class Procedures {
                 Param p = definition.params().get(i);
                 extra.add(p.name());
                 extra.add(input.isNullAt(i) ? null : valueOf(input, i, p.type()));
+            }
+            if (name.equals("compact") && CompactJob.onExecutors()) {   // the buckets rewritten by Spark tasks
+                return Collections.<Scan>singletonList(ResultScan.of(CompactJob.run(catalog, (String) extra.get(1),
+                    (String) extra.get(3), (Boolean) extra.get(5)))).iterator();
             }
             return Collections.<Scan>singletonList(
                 ResultScan.of(catalog.call(name, catalog.args(extra.toArray())))).iterator();
