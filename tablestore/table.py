@@ -28,7 +28,8 @@ from tablestore.merge_plan import MergeTarget
 from tablestore.overwrite import overwrite_scope
 from tablestore.errors import TableStoreError
 from tablestore.system_tables import system_table
-from tablestore.writer import TableWriter, WriteTarget
+from tablestore.write_target import WriteTarget
+from tablestore.writer import TableWriter
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -41,38 +40,14 @@ import pyarrow as pa
 
 import filestore
 import logstore
-from catalog import CHANGE_TRACKING, CatalogTable
-from filestore import CommitConflictError, CommitKind, CommitMessage, FileStore, LiveFiles, Overwrite, Partition
+from filestore import CommitConflictError, CommitKind, CommitMessage, LiveFiles, Overwrite, Partition
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, TableStoreError
 from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
+from tablestore.write_target import WriteTarget
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class WriteTarget:
-    """What a write session needs of its table, as values: its name, file store and log store (None: no log), and
-    whether its writes go to the log (`change-tracking`)."""
-
-    name: str
-    store: FileStore
-    log: logstore.LogStore | None
-    change_tracking: bool = True
-
-    @classmethod
-    def of(cls, table: CatalogTable, change_tracking: bool | None = None) -> "WriteTarget":
-        """The write target of a loaded table: the one place every front door (the table API, Spark's batch and
-        streaming writes, SQL, ingest) decides `change-tracking`: a write's own `change_tracking`, else the table
-        option."""
-        tracked = table.options.get(CHANGE_TRACKING) if change_tracking is None else change_tracking
-        return cls(table.identifier, table.store, table.log, tracked)
-
-    @property
-    def tracked_log(self) -> logstore.LogStore | None:
-        """The log this session's writes go to: None without a log or with change-tracking off."""
-        return self.log if self.change_tracking else None
 
 
 class TableWriter:
@@ -326,19 +301,17 @@ class TableWriter:
         self, *, full: bool = False, identifier: int | None = None,
         partitions: Callable[[Partition], bool] | None = None, progress: Callable[[int, int], None] | None = None,
     ) -> int | None:
-        """Compact every bucket (every run into one when `full`; only the partitions `partitions` accepts, when
-        given) as this session's user; the COMPACT snapshot's id, or None when nothing needed compacting.
-        `progress(done, total)`: bytes of input files rewritten so far."""
+        """Compact every bucket (every run into one when `full`; only the partitions `partitions` accepts) as this
+        session's user; the COMPACT snapshot's id, None if nothing needed it. `progress(done, total)`: bytes so far."""
         self._store.check_identity()
         live = self._latest_live()
         messages = filestore.compact(self._store.context, live.snapshot, full=full, live=live, partitions=partitions,
                                      progress=progress)
         return self.commit_compaction(messages, live, identifier=identifier)
 
-    def commit_compaction(self, messages: list[CommitMessage], base: LiveFiles, *,
-                          identifier: int | None = None) -> int | None:
-        """One COMPACT snapshot of `messages`, rewritten from the files of `base` (here, or by Spark tasks); None
-        when there are none. If it fails, the files they add are deleted (unless it landed after all)."""
+    def commit_compaction(self, messages: list[CommitMessage], base: LiveFiles, identifier: int | None = None
+                          ) -> int | None:
+        """One COMPACT snapshot of `messages` rewritten from `base` (None: no messages); a failure cleans up."""
         if not messages:
             return None
         ident = self._next_identifier(identifier)

@@ -50,7 +50,8 @@ from tablestore.log_publish import pending_plans
 from tablestore.spark.log_publish import PLAN_OPTION as LOG_PLAN_OPTION
 from tablestore.spark.log_publish import write_plans
 from tablestore.spark.s3a import JVM_S3A_OPTION
-from tablestore.writer import TableWriter, WriteTarget
+from tablestore.write_target import WriteTarget
+from tablestore.writer import TableWriter
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

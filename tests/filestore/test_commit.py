@@ -395,7 +395,8 @@ def test_crash_at_every_io_step_leaves_the_previous_table_or_the_complete_commit
 
 # -- crash at every IO step of a write session: its commit, then its compaction -----------------------------------
 def _session_attempt(warehouse: Path, plan: FaultPlan) -> int | None:
-    from tablestore.writer import TableWriter, WriteTarget
+    from tablestore.write_target import WriteTarget
+    from tablestore.writer import TableWriter
 
     handle = load(warehouse)
     store = with_io(handle, FaultyFileIO.wrapping(handle.store.io, plan), compaction_trigger=1,

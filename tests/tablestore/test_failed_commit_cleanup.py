@@ -13,7 +13,8 @@ import catalog
 import tablestore
 from filestore import FileStoreCommit
 from filestore.datafile import DataFileWriter
-from tablestore.writer import TableWriter, WriteTarget
+from tablestore.write_target import WriteTarget
+from tablestore.writer import TableWriter
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 
