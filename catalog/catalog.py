@@ -180,8 +180,7 @@ class Catalog:
         log_options = log_store_options(TableOptions(stored), table_schema.has_primary_key)
         if log_options is not None:
             check_format_options(identifier, log_options, schema, table_schema.primary_keys)
-        check_merge_options(identifier, schema, table_schema.primary_keys, TableOptions(stored),
-                            has_log=log_options is not None)
+        check_merge_options(identifier, schema, table_schema.primary_keys, TableOptions(stored))
         table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored,
                                    comment=comment)
         path = self._table_path(db, name)

@@ -23,19 +23,12 @@ def _error(table: str, option: str, message: str, column: str | None = None) -> 
                                   column=column)
 
 
-def check_merge_options(table: str, schema: pa.Schema, primary_keys: Sequence[str], options: TableOptions,
-                        *, has_log: bool) -> None:
-    """MergeEngineOptionError unless the table's merge-engine options fit its schema and primary key (and the
-    table has no log when its rows merge otherwise than by plain deduplication)."""
+def check_merge_options(table: str, schema: pa.Schema, primary_keys: Sequence[str], options: TableOptions) -> None:
+    """MergeEngineOptionError unless the table's merge-engine options fit its schema and primary key."""
     engine = options.merge_engine()
     engine_option = MERGE_ENGINE.key if engine.name != "deduplicate" else SEQUENCE_FIELD.key
     if not engine.is_default and not primary_keys:
         raise _error(table, engine_option, "needs a primary key (a table without one counts its rows)")
-    if not engine.is_default and has_log:
-        what = f"merge-engine {engine.name}" + (" and a sequence.field" if engine.sequence_fields else "")
-        raise _error(table, engine_option, f"a table with {what} cannot have a log: the log would hold the rows "
-                     "written, not the merged ones; create it with log.system = none (a stream, such as Spark's "
-                     "readStream, then reads its changes from its snapshots, merged)")
     _check_fields(table, schema, primary_keys, options.map_option(FIELDS), engine)
     _check_sequence_fields(table, schema, primary_keys, engine)
 

@@ -229,9 +229,9 @@ MERGE_ENGINE: ConfigOption[str] = ConfigOption(
     "and `-D` deletes the key; `partial-update`, each column takes the newest non-null value (a null keeps the "
     "older one; `-U`/`-D` rows are refused); `aggregation`, each column aggregates with its "
     "`fields.<column>.aggregate-function`; `first-row`, the first row of a key wins and later ones are dropped "
-    "(`-U`/`-D` rows are refused). Needs a primary key; a table whose engine is not `deduplicate` (or that has a "
-    "`sequence.field`) has no log (`log.system` `none`): its changes are read from its snapshots. See the "
-    "concepts page, \"Merge engines\".",
+    "(`-U`/`-D` rows are refused). Needs a primary key. The log of a table whose engine is not `deduplicate` (or "
+    "that has a `sequence.field`) holds the merged rows' changelog, produced after each snapshot; without a log its "
+    "changes are read from its snapshots, merged. See the concepts page, \"Merge engines\".",
     choices=ENGINES,
 )
 SEQUENCE_FIELD: ConfigOption[str] = ConfigOption(

@@ -9,8 +9,8 @@ The protocol (docs/design.md, "The log produced by the executors"):
 2. Per bucket b with changes in N, one task runs `publish_bucket`: a producer with the transactional id of
    (table, N's commit user, b) starts, fencing any earlier attempt of that bucket (its open transaction is
    aborted); the marker of (topic, commit user) for partition b says whether an earlier attempt of this commit
-   already committed: then its end offset is the answer. Otherwise the changes of N's files in bucket b (read
-   back, `changes_of`) go into one transaction with the marker (Kafka's transactional offset commit: offset after
+   already committed: then its end offset is the answer. Otherwise N's changes in bucket b (`log_changes`: its
+   files read back, or for a table whose rows merge, its merged changes) go into one transaction with the marker (Kafka's transactional offset commit: offset after
    the records, metadata = the commit identifier), which commits. The task returns the offset after the records.
 3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
    files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the replay
@@ -27,13 +27,18 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
 
 import filestore
 import logstore
-from filestore import CommitKind, FileStore
+from filestore import CommitKind, FileStore, Snapshot
+from tablestore.errors import TableStoreError
 from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
+from tablestore.snapshot_changes import bucket_changes
 
 log_ = logging.getLogger(__name__)
 
@@ -143,9 +148,7 @@ def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket
             found = log.marker(group, bucket)
             if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
                 return found[0] if int(found[1]) == plan.identifier else None
-        snapshot = store.snapshots.get(plan.snapshot_id)
-        messages = [m for m in filestore.added_by(store.context, snapshot) if m.bucket == bucket]
-        for changes, buckets in changes_of(store.context, messages):
+        for changes, buckets in log_changes(store, store.snapshots.get(plan.snapshot_id), bucket):
             writer.write(changes, buckets)
         end = writer.prepare().get(bucket)
         if end is None:
@@ -160,6 +163,54 @@ def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket
     except BaseException:
         writer.abort()
         raise
+
+
+def publish_pending(table: str, store: FileStore, log: logstore.LogStore, commit_user: str) -> list[int]:
+    """Steps 2 and 3 in this process, for the pending logs `pending_plans(store, commit_user)` lists: the ids of
+    the log-only snapshots recorded (how a session without executors, such as the table API's, publishes a log of
+    merged changes)."""
+    recorded = []
+    for plan in pending_plans(store, commit_user):
+        offsets = {}
+        for bucket in plan.buckets:
+            end = publish_bucket(table, store, log, plan, bucket)
+            if end is not None:
+                offsets[bucket] = end
+        sid = record_published(store, plan, offsets)
+        if sid is not None:
+            recorded.append(sid)
+    return recorded
+
+
+def merges_rows(store: FileStore) -> bool:
+    """Whether the table's rows of one key merge otherwise than by plain deduplication (a `merge-engine` other
+    than `deduplicate`, or a `sequence.field`): then its log holds the merged changes of each snapshot
+    (`log_changes`), always produced after the snapshot."""
+    return store.schema.has_primary_key and not store.options.merge_engine.is_default
+
+
+def log_changes(store: FileStore, snapshot: Snapshot, bucket: int | None = None
+                ) -> Iterator[tuple[pa.Table, np.ndarray]]:
+    """The log records of a data snapshot (in `bucket`, or all), with the bucket of each: the one rule of what a
+    table's log holds. A table that only deduplicates gets the records of the files the snapshot adds
+    (tablestore.prepared.changes_of: what its writers wrote, merged within each file). A table that merges rows
+    otherwise (`merges_rows`) gets the merged result's changelog: each touched bucket merge-read as of the
+    snapshot before and as of this one, and compared by key (tablestore.snapshot_changes): `+I` for a new key,
+    `-U` (the old merged row) then `+U` (the new one) for a changed key, `-D` for a removed one, nothing for a key
+    whose merged row did not change (a partial update that changes nothing, a first-row duplicate)."""
+    messages = [m for m in filestore.added_by(store.context, snapshot) if bucket is None or m.bucket == bucket]
+    if not merges_rows(store):
+        yield from changes_of(store.context, messages)
+        return
+    parent = None
+    if snapshot.id > 1:
+        if not store.snapshots.exists(snapshot.id - 1):
+            raise TableStoreError(f"table {store.context.table_name!r}: snapshot {snapshot.id - 1} has expired, so "
+                                  f"the merged changes of snapshot {snapshot.id} cannot be computed for the log")
+        parent = store.snapshots.get(snapshot.id - 1)
+    where = {(m.partition, m.bucket) for m in messages if m.added}
+    for (_, b), changes in bucket_changes(store, parent, snapshot, where):
+        yield changes, np.full(changes.num_rows, b, dtype=np.int32)
 
 
 def record_published(store: FileStore, plan: PublishPlan, offsets: Mapping[int, int]) -> int | None:

@@ -5,7 +5,8 @@ client. The driver's write session (tablestore.writer.TableWriter.commit_prepare
 commit from the files the commit adds, read back here: per (partition, bucket), the records of every added file in
 sequence-number order (the order the file store applies them), ADD as `+I`, DELETE as `-D`; a record of a table
 without a primary key with count n stands for |n| rows (+I when n > 0, -D when n < 0). So the log holds exactly what
-the snapshot holds, after the writers' own merging (a key written twice in one task is one record).
+the snapshot holds, after the writers' own merging (a key written twice in one task is one record). That is the log of
+a table that deduplicates; one whose rows merge otherwise logs its merged changes (tablestore.log_publish.log_changes).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The changes between two snapshots as a changelog: how a table without a log (`log.system` = none) is streamed.
+"""The changes between two snapshots as a changelog: how a table without a log (`log.system` = none) is streamed, and
+what the log of a table whose rows merge holds (tablestore.log_publish.log_changes).
 
 For each (partition, bucket) whose live files differ between snapshot `a` (None: the empty table) and `b`, both
 versions are merge-read and compared, vectorised (pyarrow joins):
@@ -10,7 +11,7 @@ dropped as `-D`), unlike the log, which never sees an overwrite.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -84,18 +85,27 @@ def _as_multiset(old: pa.Table, new: pa.Table) -> pa.Table:
 
 def snapshot_changes(store: FileStore, a: Snapshot | None, b: Snapshot) -> Iterator[pa.Table]:
     """The changelog from snapshot `a` to snapshot `b`, one table per (partition, bucket) that changed."""
+    for _, changes in bucket_changes(store, a, b):
+        yield changes
+
+
+def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
+                   where: Collection[tuple[tuple[str, ...], int]] | None = None
+                   ) -> Iterator[tuple[tuple[tuple[str, ...], int], pa.Table]]:
+    """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all)."""
     old_live, new_live = store.live_files(a), store.live_files(b)
     old_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
     new_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
     for live, files in ((old_live, old_files), (new_live, new_files)):
         for e in live.entries.values():
-            files.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
+            if where is None or (e.partition, e.bucket) in where:
+                files.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
     key = list(store.schema.primary_keys)
-    for where in sorted(set(old_files) | set(new_files)):
-        if old_files.get(where) == new_files.get(where):
+    for part in sorted(set(old_files) | set(new_files)):
+        if old_files.get(part) == new_files.get(part):
             continue
-        old = _rows(store, old_live, where, a.id if a is not None else 0)
-        new = _rows(store, new_live, where, b.id)
+        old = _rows(store, old_live, part, a.id if a is not None else 0)
+        new = _rows(store, new_live, part, b.id)
         changes = _by_key(old, new, key) if key else _as_multiset(old, new)
         if changes.num_rows:
-            yield changes
+            yield part, changes

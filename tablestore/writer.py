@@ -27,6 +27,8 @@ the same commit user and transactional id comes back: `commit_prepared` (files w
 tasks: step 1 done there, step 2 produces the changes read back from those files) repairs the log of a replayed
 commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
+A table whose rows merge otherwise than by deduplication logs its merged changes (log_publish.log_changes), which
+exist only after step 3: its snapshot is published with its log pending, then produced (`_publish_logs`).
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
 from __future__ import annotations
@@ -44,6 +46,7 @@ from filestore import CommitConflictError, CommitKind, CommitMessage, LiveFiles,
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, TableStoreError
 from tablestore.faults import fault_point
+from tablestore import log_publish
 from tablestore.prepared import changes_of
 from tablestore.write_target import WriteTarget
 
@@ -93,7 +96,7 @@ class TableWriter:
         file_writer = self._new_file_writer()
         rows = file_writer.conform(arrow)
         buckets = file_writer.write(rows, kinds, conformed=True)
-        if self.target.tracked_log is not None and overwrite is None and rows.num_rows:
+        if self.target.tracked_log is not None and overwrite is None and rows.num_rows and not self._merged_log:
             if row_kinds is None:
                 row_kinds = logstore.insert_kinds(rows.num_rows)
             self._producer().write(rows.add_column(0, logstore.ROW_KIND_COLUMN, row_kinds), buckets)
@@ -128,8 +131,15 @@ class TableWriter:
         self._file_writer, self._overwrite = None, None  # the next write starts on the snapshot this one makes
         messages = file_writer.prepare_commit() if file_writer is not None else []  # 1.
         ident = self._next_identifier(identifier)
+        if self._merged_log and self.target.tracked_log is not None and overwrite is None:
+            return self._publish(messages, ident, None, None, log_pending=True, log_here=True, planned_on=planned_on)
         log_writer = self._log_writer if overwrite is None else None
         return self._publish(messages, ident, overwrite, log_writer, planned_on=planned_on)
+
+    @property
+    def _merged_log(self) -> bool:
+        """Whether this table's log holds merged changes, produced after each snapshot (log_publish.log_changes)."""
+        return self.target.log is not None and log_publish.merges_rows(self._store)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
                         overwrite: Overwrite = None, log: bool | None = None, defer_log: bool = False,
@@ -154,8 +164,11 @@ class TableWriter:
             latest = self._store.snapshots.latest()
             if log and (latest is None or done not in latest.log_pending):
                 self.recover_log(done)
+            elif log and self._merged_log and not defer_log:
+                self._publish_logs()   # that attempt's log is still pending: published here
             return done
-        deferred = defer_log and log and overwrite is None and self.target.log is not None
+        log_here = self._merged_log and log and overwrite is None and not defer_log
+        deferred = (defer_log or log_here) and log and overwrite is None and self.target.log is not None
         log_writer = None
         if log and overwrite is None and self.target.log is not None and not deferred:
             log_writer = self._producer()
@@ -168,7 +181,7 @@ class TableWriter:
                 raise
         self._latest_live()
         return self._publish(list(messages), identifier, overwrite, log_writer, log_pending=deferred,
-                             planned_on=planned_on)
+                             log_here=log_here, planned_on=planned_on)
 
     def _producer(self) -> logstore.LogWriter:
         assert self.target.log is not None
@@ -207,8 +220,7 @@ class TableWriter:
             return False
         log.warning("table %s: snapshot %s is missing from the log (its transaction was lost): producing it again",
                     self.target.name, snapshot_id)
-        messages = filestore.added_by(self._store.context, snapshot)
-        for changes, buckets in changes_of(self._store.context, messages):
+        for changes, buckets in log_publish.log_changes(self._store, snapshot):
             writer.write(changes, buckets)
         try:
             offsets = writer.prepare()
@@ -221,10 +233,10 @@ class TableWriter:
         return True
 
     def _publish(self, messages: list[CommitMessage], ident: int, overwrite: Overwrite,
-                 log_writer: logstore.LogWriter | None, *, log_pending: bool = False,
+                 log_writer: logstore.LogWriter | None, *, log_pending: bool = False, log_here: bool = False,
                  planned_on: int | None = None) -> int | None:
         """Steps 2-5 of the protocol (see the module docstring); `log_pending`: the snapshot's log comes later
-        (tablestore.log_publish)."""
+        (tablestore.log_publish), from this session right after the snapshot when `log_here`."""
         try:
             offsets = log_writer.prepare() if log_writer is not None else {}  # 2.
             if not messages and not offsets and overwrite is None:
@@ -247,18 +259,28 @@ class TableWriter:
             filestore.delete_added_files(self._store.context, messages)
             if log_writer is not None and result.snapshot_id is not None:
                 self.recover_log(result.snapshot_id)  # that attempt may have lost its log transaction
+            if log_here:
+                self._publish_logs()
             return result.snapshot_id
         fault_point("before-log-commit")
         if log_writer is not None:
             log_writer.commit()  # 4.
         fault_point("after-log-commit")
         self._live = result.live
+        if log_here:
+            self._publish_logs()  # 4., for a log of merged changes (log_publish.log_changes)
         if messages and not self._store.options.write_only:
             try:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
             except Exception as e:
                 raise CompactionError(self.target.name, result.snapshot_id, e) from e
         return result.snapshot_id
+
+    def _publish_logs(self) -> None:
+        """This session's pending logs (and dead writers'), produced right after the snapshot; a failure leaves them
+        pending for the next commit."""
+        assert self.target.log is not None
+        log_publish.publish_pending(self.target.name, self._store, self.target.log, self.commit_user)
 
     def _compact(self, written: set[tuple[tuple[str, ...], int]], identifier: int) -> None:
         """5. Universal compaction of the buckets just written; buckets above the stop trigger must get back

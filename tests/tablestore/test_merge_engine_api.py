@@ -1,5 +1,6 @@
 """Merge engines through the Python API: create_table with the options, write, read, compact; the errors a user meets
-for options that do not fit the schema; the changes of such a table (it has no log: from its snapshots, merged);
+for options that do not fit the schema; the changes of such a table without a log (from its snapshots, merged; with
+a log: test_merge_engine_log.py);
 a Spark write of such a table takes the Python writer."""
 from __future__ import annotations
 
@@ -129,13 +130,9 @@ def test_merge_options_that_do_not_fit_are_refused_at_creation(cat: tablestore.C
     assert not cat.table_exists("db.bad")
 
 
-def test_a_merge_engine_needs_a_primary_key_and_no_log(cat: tablestore.Catalog) -> None:
+def test_a_merge_engine_needs_a_primary_key(cat: tablestore.Catalog) -> None:
     with pytest.raises(tablestore.MergeEngineOptionError, match="needs a primary key"):
         cat.create_table("db.nopk", schema=SCHEMA, options={"merge-engine": "first-row"})
-    with pytest.raises(tablestore.MergeEngineOptionError, match="cannot have a log.*log.system = none"):
-        cat.create_table("db.logged", schema=SCHEMA, primary_key=["id"], options={
-            "merge-engine": "partial-update", "log.system": "kafka",
-            "log.properties.bootstrap.servers": "127.0.0.1:1"})
 
 
 def test_merge_engine_is_fixed_at_creation(cat: tablestore.Catalog) -> None:
