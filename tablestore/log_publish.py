@@ -209,7 +209,13 @@ def log_changes(store: FileStore, snapshot: Snapshot, bucket: int | None = None
                                   f"the merged changes of snapshot {snapshot.id} cannot be computed for the log")
         parent = store.snapshots.get(snapshot.id - 1)
     where = {(m.partition, m.bucket) for m in messages if m.added}
-    for (_, b), changes in bucket_changes(store, parent, snapshot, where):
+    key = list(store.schema.primary_keys)
+    added: dict[tuple[tuple[str, ...], int], list[pa.Table]] = {}
+    for m in messages:   # the keys the snapshot can have changed: those of the files it adds
+        added.setdefault((m.partition, m.bucket), []).extend(
+            store.context.read_file(m.partition, m.bucket, f, key) for f in m.added)
+    touched = {where: pa.concat_tables(tables) for where, tables in added.items() if tables}
+    for (_, b), changes in bucket_changes(store, parent, snapshot, where, touched):
         yield changes, np.full(changes.num_rows, b, dtype=np.int32)
 
 

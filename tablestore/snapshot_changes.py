@@ -11,7 +11,7 @@ dropped as `-D`), unlike the log, which never sees an overwrite.
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -90,9 +90,12 @@ def snapshot_changes(store: FileStore, a: Snapshot | None, b: Snapshot) -> Itera
 
 
 def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
-                   where: Collection[tuple[tuple[str, ...], int]] | None = None
+                   where: Collection[tuple[tuple[str, ...], int]] | None = None,
+                   touched: Mapping[tuple[tuple[str, ...], int], pa.Table] | None = None
                    ) -> Iterator[tuple[tuple[tuple[str, ...], int], pa.Table]]:
-    """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all)."""
+    """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all).
+    `touched` (primary-key tables): per (partition, bucket), the only keys that can have changed (the key columns
+    of the files `b` adds there): the rows of other keys are dropped before the comparison."""
     old_live, new_live = store.live_files(a), store.live_files(b)
     old_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
     new_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
@@ -106,6 +109,10 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
             continue
         old = _rows(store, old_live, part, a.id if a is not None else 0)
         new = _rows(store, new_live, part, b.id)
+        keys = touched.get(part) if touched is not None and key else None
+        if keys is not None:
+            keys = keys.group_by(key, use_threads=False).aggregate([])
+            old, new = (t.join(keys, keys=key, join_type="left semi", use_threads=False) for t in (old, new))
         changes = _by_key(old, new, key) if key else _as_multiset(old, new)
         if changes.num_rows:
             yield part, changes
