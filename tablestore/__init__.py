@@ -31,7 +31,8 @@ from filestore import (
     TableDroppedError,
 )
 from tablestore.catalog import Catalog
-from tablestore.errors import ChangesExpiredError, CompactionError, InvalidRowKindError, TableStoreError
+from tablestore.errors import (ChangesExpiredError, CompactionError, InvalidRowKindError, LogPublishError,
+                               TableStoreError)
 from tablestore.merge import MergeError, MergeResult, TableMerger
 from tablestore.table import DeleteResult, SnapshotInfo, Table
 
@@ -52,6 +53,7 @@ __all__ = [
     "InvalidRowKindError",
     "InvalidTableError",
     "InvalidWriteError",
+    "LogPublishError",
     "MergeEngineOptionError",
     "MergeError",
     "MergeResult",

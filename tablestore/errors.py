@@ -50,6 +50,20 @@ class CompactionError(TableStoreError):
         self.snapshot_id = snapshot_id
 
 
+class LogPublishError(TableStoreError):
+    """Producing the log of a table whose rows merge, after its commit, failed (tablestore.log_publish.log_changes:
+    those changes exist only once the snapshot does). The commit itself is in (`snapshot_id`): nothing is lost and
+    the data must not be written again; its log stays pending, and the writer's next commit publishes it (any
+    writer's, once it has been pending for log_publish.ORPHAN_AFTER_MS)."""
+
+    def __init__(self, table: str, snapshot_id: int | None, cause: BaseException) -> None:
+        super().__init__(f"table {table!r}: snapshot {snapshot_id} was committed (nothing is lost, do not write the "
+                         f"data again), but producing its log failed; the next commit publishes it: "
+                         f"{type(cause).__name__}: {cause}")
+        self.table = table
+        self.snapshot_id = snapshot_id
+
+
 class ChangesExpiredError(TableStoreError):
     """Reading a table's changes from a log offset compares them with the table's rows at the last snapshot at or
     before that offset (tablestore.log_changes), and that snapshot has expired. Names the table, the bucket, the

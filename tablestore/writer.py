@@ -26,9 +26,9 @@ snapshot holds them and the log resumes after them); `latest` readers miss that 
 the same commit user and transactional id comes back: `commit_prepared` (files written elsewhere, e.g. by Spark
 tasks: step 1 done there, step 2 produces the changes read back from those files) repairs the log of a replayed
 commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
-Eventual consistency flushes the records before step 3, so they are visible before the snapshot.
-A table whose rows merge otherwise than by deduplication logs its merged changes (log_publish.log_changes), which
-exist only after step 3: its snapshot is published with its log pending, then produced (`_publish_logs`).
+Eventual consistency flushes the records before step 3, so they are visible before the snapshot. A table whose rows
+merge otherwise than by deduplication logs its merged changes (log_publish.log_changes), which exist only after step
+3: its snapshot is published with its log pending, then produced (`_publish_logs`).
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ import filestore
 import logstore
 from filestore import CommitConflictError, CommitKind, CommitMessage, LiveFiles, Overwrite, Partition
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
-from tablestore.errors import CompactionError, TableStoreError
+from tablestore.errors import CompactionError, LogPublishError, TableStoreError
 from tablestore.faults import fault_point
 from tablestore import log_publish
 from tablestore.prepared import changes_of
@@ -70,6 +70,8 @@ class TableWriter:
         self._overwrite: Overwrite = None
         self._transactional_id = transactional_id or f"tablestore-{self.commit_user}"
         self._log_writer: logstore.LogWriter | None = None
+        # the log holds merged changes, produced after each snapshot (log_publish.log_changes; the engine is fixed)
+        self._merged_log = target.log is not None and log_publish.merges_rows(self._store)
         self._closed = False
 
     # -- writing ---------------------------------------------------------------------------------
@@ -131,15 +133,10 @@ class TableWriter:
         self._file_writer, self._overwrite = None, None  # the next write starts on the snapshot this one makes
         messages = file_writer.prepare_commit() if file_writer is not None else []  # 1.
         ident = self._next_identifier(identifier)
-        if self._merged_log and self.target.tracked_log is not None and overwrite is None:
-            return self._publish(messages, ident, None, None, log_pending=True, log_here=True, planned_on=planned_on)
-        log_writer = self._log_writer if overwrite is None else None
-        return self._publish(messages, ident, overwrite, log_writer, planned_on=planned_on)
-
-    @property
-    def _merged_log(self) -> bool:
-        """Whether this table's log holds merged changes, produced after each snapshot (log_publish.log_changes)."""
-        return self.target.log is not None and log_publish.merges_rows(self._store)
+        merged = self._merged_log and self.target.tracked_log is not None and overwrite is None
+        log_writer = self._log_writer if overwrite is None and not merged else None
+        return self._publish(messages, ident, overwrite, log_writer, log_pending=merged, log_here=merged,
+                             planned_on=planned_on)
 
     def commit_prepared(self, messages: Sequence[CommitMessage], identifier: int, *,
                         overwrite: Overwrite = None, log: bool | None = None, defer_log: bool = False,
@@ -147,9 +144,9 @@ class TableWriter:
         """Commit data files written elsewhere (Spark executor tasks) as this session's commit `identifier`, by the
         protocol of `commit()`: the tasks did step 1; step 2 produces the changes of the files (read back, see
         tablestore.prepared) to the log, unless `log` (default: the target's change-tracking) is False or this is
-        an overwrite. `defer_log`: instead of
-        step 2, the snapshot is published with its log pending, for the caller to have the buckets produced
-        elsewhere (tablestore.log_publish: `pending_plans` lists it). Idempotent: when this (commit user,
+        an overwrite (a table whose rows merge: after the snapshot). `defer_log`: instead of step 2, the snapshot is
+        published with its log pending, for the caller to have the buckets produced elsewhere
+        (tablestore.log_publish: `pending_plans` lists it). Idempotent: when this (commit user,
         identifier) is already in, these files are deleted and the log is repaired if that commit's log
         transaction was lost (`recover_log`; a pending log stays for the caller); its snapshot id is returned.
         `planned_on`: the snapshot the rows were computed from (a MERGE or UPDATE); a data commit since then in a
@@ -165,7 +162,7 @@ class TableWriter:
             if log and (latest is None or done not in latest.log_pending):
                 self.recover_log(done)
             elif log and self._merged_log and not defer_log:
-                self._publish_logs()   # that attempt's log is still pending: published here
+                self._publish_logs(done)   # that attempt's log is still pending: published here
             return done
         log_here = self._merged_log and log and overwrite is None and not defer_log
         deferred = (defer_log or log_here) and log and overwrite is None and self.target.log is not None
@@ -260,7 +257,7 @@ class TableWriter:
             if log_writer is not None and result.snapshot_id is not None:
                 self.recover_log(result.snapshot_id)  # that attempt may have lost its log transaction
             if log_here:
-                self._publish_logs()
+                self._publish_logs(result.snapshot_id)
             return result.snapshot_id
         fault_point("before-log-commit")
         if log_writer is not None:
@@ -268,7 +265,7 @@ class TableWriter:
         fault_point("after-log-commit")
         self._live = result.live
         if log_here:
-            self._publish_logs()  # 4., for a log of merged changes (log_publish.log_changes)
+            self._publish_logs(result.snapshot_id)  # 4., for a log of merged changes (log_publish.log_changes)
         if messages and not self._store.options.write_only:
             try:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
@@ -276,11 +273,14 @@ class TableWriter:
                 raise CompactionError(self.target.name, result.snapshot_id, e) from e
         return result.snapshot_id
 
-    def _publish_logs(self) -> None:
-        """This session's pending logs (and dead writers'), produced right after the snapshot; a failure leaves them
-        pending for the next commit."""
+    def _publish_logs(self, snapshot_id: int | None) -> None:
+        """This session's pending logs (and dead writers'), produced right after snapshot `snapshot_id`; a failure
+        leaves them pending for the next commit (LogPublishError)."""
         assert self.target.log is not None
-        log_publish.publish_pending(self.target.name, self._store, self.target.log, self.commit_user)
+        try:
+            log_publish.publish_pending(self.target.name, self._store, self.target.log, self.commit_user)
+        except Exception as e:
+            raise LogPublishError(self.target.name, snapshot_id, e) from e
 
     def _compact(self, written: set[tuple[tuple[str, ...], int]], identifier: int) -> None:
         """5. Universal compaction of the buckets just written; buckets above the stop trigger must get back

@@ -78,8 +78,10 @@ def test_a_partial_update_tables_log_holds_the_merged_rows(cat: tablestore.Catal
     assert _pending(t) == ()
 
 
-def test_in_upsert_mode_the_log_holds_the_merged_rows_without_update_befores(cat: tablestore.Catalog) -> None:
-    t = _table(cat, **{"merge-engine": "partial-update"})   # log.changelog-mode auto: upsert
+@pytest.mark.parametrize("consistency", ["transactional", "eventual"])
+def test_in_upsert_mode_the_log_holds_the_merged_rows_without_update_befores(cat: tablestore.Catalog,
+                                                                             consistency: str) -> None:
+    t = _table(cat, **{"merge-engine": "partial-update", "log.consistency": consistency})   # changelog-mode upsert
     _write(t, [(1, 3, None, 1)])
     _write(t, [(1, None, "pen", None)])
     assert _log(t) == {1: [("+", 1, 3, None, 1), ("+", 1, 3, "pen", 1)]}   # no retraction stored
@@ -117,7 +119,8 @@ def test_a_failed_publish_leaves_the_snapshot_in_and_the_next_commit_publishes_i
         raise RuntimeError("broker gone")
 
     monkeypatch.setattr(log_publish, "publish_bucket", broken)
-    with pytest.raises(RuntimeError, match="broker gone"):
+    with pytest.raises(tablestore.LogPublishError, match=r"snapshot 1 was committed .*next commit publishes it: "
+                       "RuntimeError: broker gone"):
         _write(t, [(1, 3, None, 1)])
     assert _pending(t) == (t.latest_snapshot_id(),)   # in, its log pending
     assert _rows(t) == {1: (1, 3, None, 1)} and _log(t) == {}
