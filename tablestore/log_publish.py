@@ -10,8 +10,9 @@ The protocol (docs/design.md, "The log produced by the executors"):
    (table, N's commit user, b) starts, fencing any earlier attempt of that bucket (its open transaction is
    aborted); the marker of (topic, commit user) for partition b says whether an earlier attempt of this commit
    already committed: then its end offset is the answer. Otherwise N's changes in bucket b (`log_changes`: its
-   files read back, or for a table whose rows merge, its merged changes) go into one transaction with the marker (Kafka's transactional offset commit: offset after
-   the records, metadata = the commit identifier), which commits. The task returns the offset after the records.
+   files read back, or for a table whose rows merge, its merged changes) go into one transaction with the marker
+   (Kafka's transactional offset commit: offset after the records, metadata = the commit identifier), which commits.
+   The task returns the offset after the records.
 3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
    files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the replay
    of that commit publishes it, and so does the next commit of any session on the table once N has been pending
@@ -208,14 +209,13 @@ def log_changes(store: FileStore, snapshot: Snapshot, bucket: int | None = None
             raise TableStoreError(f"table {store.context.table_name!r}: snapshot {snapshot.id - 1} has expired, so "
                                   f"the merged changes of snapshot {snapshot.id} cannot be computed for the log")
         parent = store.snapshots.get(snapshot.id - 1)
-    where = {(m.partition, m.bucket) for m in messages if m.added}
     key = list(store.schema.primary_keys)
     added: dict[tuple[tuple[str, ...], int], list[pa.Table]] = {}
     for m in messages:   # the keys the snapshot can have changed: those of the files it adds
         added.setdefault((m.partition, m.bucket), []).extend(
             store.context.read_file(m.partition, m.bucket, f, key) for f in m.added)
-    touched = {where: pa.concat_tables(tables) for where, tables in added.items() if tables}
-    for (_, b), changes in bucket_changes(store, parent, snapshot, where, touched):
+    touched = {part: pa.concat_tables(tables) for part, tables in added.items() if tables}
+    for (_, b), changes in bucket_changes(store, parent, snapshot, touched.keys(), touched):
         yield changes, np.full(changes.num_rows, b, dtype=np.int32)
 
 

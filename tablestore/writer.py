@@ -43,10 +43,10 @@ import pyarrow as pa
 import filestore
 import logstore
 from filestore import CommitConflictError, CommitKind, CommitMessage, LiveFiles, Overwrite, Partition
+from tablestore import log_publish
 from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, LogPublishError, TableStoreError
 from tablestore.faults import fault_point
-from tablestore import log_publish
 from tablestore.prepared import changes_of
 from tablestore.write_target import WriteTarget
 
@@ -70,8 +70,7 @@ class TableWriter:
         self._overwrite: Overwrite = None
         self._transactional_id = transactional_id or f"tablestore-{self.commit_user}"
         self._log_writer: logstore.LogWriter | None = None
-        # the log holds merged changes, produced after each snapshot (log_publish.log_changes; the engine is fixed)
-        self._merged_log = target.log is not None and log_publish.merges_rows(self._store)
+        self._merged_log = target.log is not None and log_publish.merges_rows(self._store)   # logged after the snapshot
         self._closed = False
 
     # -- writing ---------------------------------------------------------------------------------
@@ -274,8 +273,7 @@ class TableWriter:
         return result.snapshot_id
 
     def _publish_logs(self, snapshot_id: int | None) -> None:
-        """This session's pending logs (and dead writers'), produced right after snapshot `snapshot_id`; a failure
-        leaves them pending for the next commit (LogPublishError)."""
+        """Pending logs (this session's, dead writers'), produced after snapshot `snapshot_id` (LogPublishError)."""
         assert self.target.log is not None
         try:
             log_publish.publish_pending(self.target.name, self._store, self.target.log, self.commit_user)
