@@ -9,7 +9,11 @@ the machine's load drifts), after a warm-up insert and read; each insert into a 
   (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the table's bucket (a
   shuffle more, one writer per bucket: the plain DataFrame write has one per input task and bucket), so it is
   also compared with `distribute_by_bucket(src)` + the DataFrame write;
-- select: `SELECT * FROM managed.bench.t` -> noop sink vs `spark.read.format("managed").load(...)` -> noop.
+- select: `SELECT * FROM managed.bench.t` -> noop sink vs `spark.read.format("managed").load(...)` -> noop
+  (3 x --repeat rounds, at least 15: a read is short, so its ratio is noisier);
+- plan: the same two reads planned, not run (statement to physical plan: parsing, `loadTable` or the source's
+  lookup, optimisation, split planning), the median of 40 interleaved rounds: the fixed cost per statement that
+  differs between the front doors, with no data read.
 Target: the SQL path within 5% of the DataFrame path. Each ratio is given two ways: of the best times, and the
 median over the rounds of the ratio within a round (`*_median`: the two runs of a round are adjacent, so they share
 the machine's load; steadier than the best times on a shared machine). Prints a table and writes
@@ -74,6 +78,19 @@ def _median_ratio(theirs: str, ours: str) -> float:
     return round(float(np.median(np.array(_ROUNDS[theirs]) / np.array(_ROUNDS[ours]))), 3)
 
 
+def _plan_ms(rounds: int = 40, **reads: Callable[[], Any]) -> dict[str, float]:
+    """The median time (ms) from each read's statement to its physical plan, the reads interleaved (after two
+    untimed rounds)."""
+    times: dict[str, list[float]] = {name: [] for name in reads}
+    for i in range(rounds + 2):
+        for name, read in reads.items():
+            start = time.perf_counter()
+            read()._jdf.queryExecution().executedPlan()
+            if i >= 2:
+                times[name].append(time.perf_counter() - start)
+    return {f"plan_{name}_ms": round(float(np.median(t)) * 1000, 1) for name, t in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -119,7 +136,10 @@ def main() -> None:
             insert_dataframe_by_bucket_s=lambda: tablestore.spark.distribute_by_bucket(src, "bench.t").write
             .format("managed").mode("append").option("warehouse", warehouse).save("bench.t"))
         # the table stays as the last insert left it; the reads interleaved too, more rounds (they are short)
-        results.update(_best(max(args.repeat, 5), select_sql_s=select_sql, select_dataframe_s=select_dataframe))
+        results.update(_best(max(3 * args.repeat, 15), select_sql_s=select_sql, select_dataframe_s=select_dataframe))
+        results.update(_plan_ms(
+            sql=lambda: spark.sql("SELECT * FROM managed.bench.t"),
+            dataframe=lambda: spark.read.format("managed").option("warehouse", warehouse).load("bench.t")))
         spark.stop()
         report = {"rows": args.rows, "buckets": args.buckets, **{k: round(v, 3) for k, v in results.items()},
                   "insert_sql_vs_dataframe": round(results["insert_dataframe_s"] / results["insert_sql_s"], 3),
@@ -131,6 +151,7 @@ def main() -> None:
                   "insert_sql_vs_dataframe_cpu": round(results["insert_dataframe_cpu_s"] / results["insert_sql_cpu_s"], 3),
                   "select_sql_vs_dataframe_cpu": round(
                       results["select_dataframe_cpu_s"] / results["select_sql_cpu_s"], 3),
+                  "plan_sql_minus_dataframe_ms": round(results["plan_sql_ms"] - results["plan_dataframe_ms"], 1),
                   "loadavg_end": round(os.getloadavg()[0], 1)}
         for key, value in report.items():
             print(f"{key:36} {value}")
