@@ -161,7 +161,9 @@ def producer_config(properties: Mapping[str, str], transactional_id: str | None)
     """Our tuning defaults, then the table's `log.properties.*` (they win), then what correctness needs."""
     tuning = {"linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 1_000_000,
               "compression.type": "lz4"}
-    config = {**tuning, **base_config(properties), "enable.idempotence": True}
+    # no topic is created by writing to it (a dropped table's topic stays dropped, whatever the broker's
+    # auto.create.topics.enable): topics are the catalog's to create
+    config = {**tuning, **base_config(properties), "enable.idempotence": True, "allow.auto.create.topics": False}
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
         config.setdefault("transaction.timeout.ms", 60000)
