@@ -16,7 +16,7 @@ The query id is stable across restarts from one checkpoint; a new checkpoint is 
 
 Spark runs each batch's commit in a driver-side Python worker that it reuses for the next batches: the write
 session of step 2 stays open there between batches (`_SESSIONS`, a few per process), so a batch does not start a
-Kafka producer again (`init_transactions`: 50-500 ms) nor reload the table. A session is kept only after a commit
+Kafka producer again (`init_transactions`: about 60 ms) nor reload the table. A session is kept only after a commit
 that succeeded (then its producer has no open transaction); any failure closes it, and the next batch (or Spark's
 replay of this one) opens a fresh one, which fences the old producer as before. The key holds everything the
 session was opened with (table identity, options, schema, query, transactional id): a table altered or dropped and
