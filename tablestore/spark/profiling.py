@@ -1,8 +1,8 @@
 """Profiles of the Python side of Spark tasks, for performance work: with the environment variable
 `TABLESTORE_SPARK_PROFILE` set to a directory (before the session starts: Python workers inherit the driver's
-environment in local mode; `spark.executorEnv.TABLESTORE_SPARK_PROFILE` elsewhere), each write task and each
-catalog-service request dumps a cProfile file there (`<what>-<pid>-<ns>.prof`; read with `pstats`). Unset: no
-cost beyond one environment lookup."""
+environment in local mode; `spark.executorEnv.TABLESTORE_SPARK_PROFILE` elsewhere), each write, log and compaction
+task, each streaming commit and each catalog-service request dumps a cProfile file there
+(`<what>-<pid>-<ns>.prof`; read with `pstats`). Unset: no cost beyond one environment lookup."""
 from __future__ import annotations
 
 import cProfile

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Hashable
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from filestore import CommitMessage
+from tablestore.spark.profiling import profiled
 from tablestore.spark.write import ManagedWriter, SparkWriteError, TaskCommit, _delete
 from tablestore.writer import TableWriter
 
@@ -95,6 +96,11 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
         everything = [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages]
         transactional_id = f"tablestore-{self.ref.identifier}-{query_id}"
         key: SessionKey = (self.table_state, query_id, transactional_id)
+        with profiled(f"stream-commit-{batchId}"):
+            self._commit(key, everything, batchId)
+
+    def _commit(self, key: SessionKey, everything: list[CommitMessage], batchId: int) -> None:
+        _, query_id, transactional_id = key
         session = _SESSIONS.pop(key, None) or self.session(commit_user(query_id), transactional_id)
         try:
             self.commit_session(session, everything, batchId + 1)
