@@ -98,11 +98,13 @@ def marker_group(topic: str, commit_user: str) -> str:
     return f"tablestore-log-{topic}-{commit_user}"
 
 
-_WRITERS: "OrderedDict[tuple[str, str, str], logstore.LogWriter]" = OrderedDict()
+_WRITERS: "OrderedDict[tuple[str, str, str], tuple[logstore.LogWriter, int]]" = OrderedDict()
 """Started log writers of this process (an executor's Python worker, which Spark reuses), by (transactional id or
-topic, topic, schema): the next commit's task of the same bucket skips `init_transactions` (tens of
-milliseconds). A cached producer may have been fenced meanwhile by an attempt in another process: any failure
-then redoes the bucket with a fresh producer, whose start fences that attempt in turn (the marker keeps it once)."""
+topic, topic, schema), with the commit identifier each last published: the next commit's task of the same bucket
+skips `init_transactions` (about 60 ms). A cached producer may have been fenced meanwhile by an attempt in another
+process. When that attempt published a later commit (the bucket's marker names it), the cached producer is known
+to be fenced before any work (`_Superseded`); otherwise any failure redoes the bucket with a fresh producer, whose
+start fences that attempt in turn (the marker keeps it once)."""
 _KEEP_WRITERS = 8
 
 
@@ -114,41 +116,55 @@ def publish_bucket(table: str, store: FileStore, log: logstore.LogStore, plan: P
     key = (tid or log.topic, log.topic, str(log.schema))
     cached = _WRITERS.pop(key, None)
     if cached is not None:
+        writer, published = cached
         try:
-            end = _publish(store, log, plan, bucket, cached, started=True)
+            end = _publish(store, log, plan, bucket, writer, published=published)
+        except _Superseded as e:
+            log_.info("table %s: %s: starting a new log producer", table, e)
+            writer.close()
         except Exception as e:   # noqa: BLE001 - fenced, or broken: a fresh producer decides
             log_.info("table %s: bucket %s's cached log producer failed (%s): starting a new one", table, bucket, e)
-            cached.close()
+            writer.close()
         else:
-            _keep(key, cached)
+            _keep(key, writer, plan.identifier)
             return end
     writer = log.new_writer(tid)
     try:
-        end = _publish(store, log, plan, bucket, writer, started=False)
+        end = _publish(store, log, plan, bucket, writer, published=None)
     except BaseException:
         writer.close()
         raise
-    _keep(key, writer)
+    _keep(key, writer, plan.identifier)
     return end
 
 
-def _keep(key: tuple[str, str, str], writer: logstore.LogWriter) -> None:
-    _WRITERS[key] = writer
+class _Superseded(Exception):
+    """A cached producer of a bucket whose marker names a commit it did not publish: another process's producer
+    of the same transactional id has published since, so this one is fenced."""
+
+
+def _keep(key: tuple[str, str, str], writer: logstore.LogWriter, identifier: int) -> None:
+    _WRITERS[key] = (writer, identifier)
     while len(_WRITERS) > _KEEP_WRITERS:
-        _WRITERS.popitem(last=False)[1].close()
+        _WRITERS.popitem(last=False)[1][0].close()
 
 
 def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket: int, writer: logstore.LogWriter,
-             *, started: bool) -> int | None:
+             *, published: int | None) -> int | None:
+    """`published`: None for a writer started here, else the identifier of the last commit the (cached) writer
+    published."""
     transactional = log.options.consistency == "transactional"
     group = marker_group(log.topic, plan.commit_user)
     try:
         if transactional:
-            if not started:
+            if published is None:
                 writer.start()   # init_transactions: an earlier attempt of this bucket is fenced, its transaction aborted
             found = log.marker(group, bucket)
             if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
                 return found[0] if int(found[1]) == plan.identifier else None
+            if published is not None and found is not None and found[1].isdigit() and int(found[1]) > published:
+                raise _Superseded(f"bucket {bucket}'s marker names commit {found[1]}, which another process published "
+                                  f"after this process's producer published commit {published}")
         for changes, buckets in log_changes(store, store.snapshots.get(plan.snapshot_id), bucket):
             writer.write(changes, buckets)
         end = writer.prepare().get(bucket)

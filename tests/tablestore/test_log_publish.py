@@ -164,6 +164,36 @@ def test_a_cached_producer_fenced_by_another_process_is_replaced(
     intruder.close()
 
 
+def test_a_cached_producer_whose_bucket_another_process_published_since_is_not_used(
+        tmp_path: Path, kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    """When another process has published a later commit of the bucket (the other executor ran its last task),
+    the bucket's marker says so: the cached producer, fenced by that process's, is replaced before it produces
+    anything, and every record lands once."""
+    t = _table(tmp_path, kafka_bootstrap, bucket="1")
+    handle = t._handle
+    assert handle.log is not None
+    with TableWriter(t._write_target(), commit_user="q7") as session:
+        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
+        [first] = log_publish.pending_plans(handle.store)
+        log_publish.record_published(handle.store, first, _publish(t, first))   # its producer is now cached
+        here = dict(log_publish._WRITERS)
+        log_publish._WRITERS.clear()   # commit 2 published as by another process: a producer of its own
+        session.commit_prepared(task_files(t, rows(row(100, "there"))), 2, defer_log=True)
+        [second] = log_publish.pending_plans(handle.store)
+        log_publish.record_published(handle.store, second, _publish(t, second))
+        for other, _ in log_publish._WRITERS.values():
+            other.close()
+        log_publish._WRITERS.clear()
+        log_publish._WRITERS.update(here)   # back in this process, whose producer the other one fenced
+        session.commit_prepared(task_files(t, rows(row(101, "here"))), 3, defer_log=True)
+    [third] = log_publish.pending_plans(handle.store)
+    with caplog.at_level("INFO", logger="tablestore.log_publish"):
+        log_publish.record_published(handle.store, third, _publish(t, third))
+    assert "marker names commit 2, which another process published" in caplog.text
+    assert "cached log producer failed" not in caplog.text
+    assert sorted(r["id"] for _, r in _log(t)) == sorted([*range(12), 100, 101])
+
+
 def test_records_published_before_their_offsets_are_recorded_read_as_their_commit(
         tmp_path: Path, kafka_bootstrap: str) -> None:
     """Between a bucket's transaction and the log-only snapshot, a normalized reader already sees the records,
