@@ -140,9 +140,9 @@ class LogWriter:
     def _reports(self, partitions: np.ndarray) -> list[Any]:
         """The delivery callback of each record. In a transaction only each partition's last record reports (its
         offset is what `prepare` returns; records of one partition are delivered in order): a record that fails
-        makes the transaction fail to commit, so the others need no report (a callback costs librdkafka and the delivery
-        poll about a microsecond a record). Without
-        a transaction every record reports, so that a failure is seen."""
+        makes the transaction fail to commit, so the others need no report (a callback costs librdkafka and the
+        delivery poll about a microsecond a record). Without a transaction every record reports, so that a failure
+        is seen."""
         if not self.transactional:
             return [self._on_delivery] * len(partitions)
         last = np.zeros(len(partitions), dtype=bool)
