@@ -160,10 +160,11 @@ def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket
             if published is None:
                 writer.start()   # init_transactions: an earlier attempt of this bucket is fenced, its transaction aborted
             found = log.marker(group, bucket)
-            if found is not None and found[1].isdigit() and int(found[1]) >= plan.identifier:
-                return found[0] if int(found[1]) == plan.identifier else None
-            if published is not None and found is not None and found[1].isdigit() and int(found[1]) > published:
-                raise _Superseded(f"bucket {bucket}'s marker names commit {found[1]}, which another process published "
+            marked = int(found[1]) if found is not None and found[1].isdigit() else None   # its commit identifier
+            if found is not None and marked is not None and marked >= plan.identifier:
+                return found[0] if marked == plan.identifier else None
+            if published is not None and marked is not None and marked > published:
+                raise _Superseded(f"bucket {bucket}'s marker names commit {marked}, which another process published "
                                   f"after this process's producer published commit {published}")
         for changes, buckets in log_changes(store, store.snapshots.get(plan.snapshot_id), bucket):
             writer.write(changes, buckets)
