@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import tablestore
@@ -51,6 +52,14 @@ def _publish(t: tablestore.Table, plan: log_publish.PublishPlan) -> dict[int, in
 
 
 DATA = rows(*(row(i, f"v{i}") for i in range(12)))
+
+
+def _commit_and_publish(t: tablestore.Table, session: TableWriter, data: pa.Table, identifier: int) -> None:
+    """`data` committed by `session` as commit `identifier` with its log pending, then its log published and
+    recorded (the publishing producer stays cached in this process)."""
+    session.commit_prepared(task_files(t, data), identifier, defer_log=True)
+    [plan] = log_publish.pending_plans(t._handle.store)
+    log_publish.record_published(t._handle.store, plan, _publish(t, plan))
 
 
 def test_a_deferred_log_is_pending_until_its_buckets_are_published(tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -150,9 +159,7 @@ def test_a_cached_producer_fenced_by_another_process_is_replaced(
     handle = t._handle
     assert handle.log is not None
     with TableWriter(t._write_target(), commit_user="q5") as session:
-        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
-        [first] = log_publish.pending_plans(handle.store)
-        log_publish.record_published(handle.store, first, _publish(t, first))   # its producer is now cached
+        _commit_and_publish(t, session, DATA, 1)   # its producer is now cached
         intruder = handle.log.new_writer(log_publish.transactional_id(t.name, "q5", 0))
         intruder.start()   # fences the cached producer
         session.commit_prepared(task_files(t, rows(row(100, "late"))), 2, defer_log=True)
@@ -173,14 +180,10 @@ def test_a_cached_producer_whose_bucket_another_process_published_since_is_not_u
     handle = t._handle
     assert handle.log is not None
     with TableWriter(t._write_target(), commit_user="q7") as session:
-        session.commit_prepared(task_files(t, DATA), 1, defer_log=True)
-        [first] = log_publish.pending_plans(handle.store)
-        log_publish.record_published(handle.store, first, _publish(t, first))   # its producer is now cached
+        _commit_and_publish(t, session, DATA, 1)   # its producer is now cached
         here = dict(log_publish._WRITERS)
         log_publish._WRITERS.clear()   # commit 2 published as by another process: a producer of its own
-        session.commit_prepared(task_files(t, rows(row(100, "there"))), 2, defer_log=True)
-        [second] = log_publish.pending_plans(handle.store)
-        log_publish.record_published(handle.store, second, _publish(t, second))
+        _commit_and_publish(t, session, rows(row(100, "there")), 2)
         for other, _ in log_publish._WRITERS.values():
             other.close()
         log_publish._WRITERS.clear()
