@@ -13,7 +13,7 @@ here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -125,3 +125,46 @@ def translate(filters: Sequence[Any], schema: pa.Schema) -> Translated:
         else:
             kept.append(i)
     return Translated(_conjunction(prune), _conjunction(exact), tuple(kept))
+
+
+_V1 = {"=": "EqualTo", "<=>": "EqualNullSafe", ">": "GreaterThan", ">=": "GreaterThanOrEqual", "<": "LessThan",
+       "<=": "LessThanOrEqual", "IS_NULL": "IsNull", "IS_NOT_NULL": "IsNotNull", "STARTS_WITH": "StringStartsWith",
+       "ENDS_WITH": "StringEndsWith", "CONTAINS": "StringContains"}
+
+
+def from_predicate(node: Mapping[str, Any]) -> Any | None:
+    """One of Spark's pushed filters as the JVM hands it to the catalog service (the filter's V2 form, a node of the
+    `predicates` hand-over format, tablestore.spark.predicates) -> the `pyspark.sql.datasource` filter a Python data
+    source gets for it; None when it has no such form (Spark keeps it)."""
+    from pyspark.sql import datasource as D
+
+    from tablestore.spark.predicates import PredicateError, _literal
+
+    op = str(node.get("op", "")).upper()
+    args = list(node.get("args") or [])
+    if op == "NOT" and len(args) == 1:
+        child = from_predicate(args[0])
+        return None if child is None else D.Not(child)
+    if not args or "ref" not in args[0] or any("lit" not in a for a in args[1:]):
+        return None
+    column = tuple(str(p) for p in args[0]["ref"])
+    try:
+        values = [_literal(a).as_py() for a in args[1:]]
+    except (PredicateError, ValueError, TypeError, OverflowError, pa.ArrowException):
+        return None
+    if op == "IN":
+        return D.In(column, tuple(values))
+    name = _V1.get(op)
+    if name is None or len(values) != (0 if op in ("IS_NULL", "IS_NOT_NULL") else 1):
+        return None
+    return getattr(D, name)(column, *values)
+
+
+def translate_predicates(nodes: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Translated:
+    """`translate` of the filters Spark pushed to a JVM scan, in their hand-over form (`from_predicate`): the same
+    rules as for a Python data source's; `kept` also holds the filters that have no Python form."""
+    filters = [from_predicate(n) for n in nodes]
+    present = [i for i, f in enumerate(filters) if f is not None]
+    done = translate([filters[i] for i in present], schema)
+    kept = {i for i, f in enumerate(filters) if f is None} | {present[k] for k in done.kept}
+    return Translated(done.prune, done.exact, tuple(sorted(kept)))

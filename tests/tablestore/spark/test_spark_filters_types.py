@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import datasource as D
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from tablestore.spark.filters import translate
+from tablestore.spark.filters import from_predicate, translate, translate_predicates
 from tablestore.spark.types import SparkTypeError, read_schema, spark_schema, to_spark_batch
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("v", pa.float64()),
@@ -79,3 +79,27 @@ def test_decimals_and_booleans_are_exact() -> None:
     done = translate([D.GreaterThan(("amount",), decimal.Decimal("1.5")), D.EqualTo(("flag",), True)], schema)
     assert done.kept == () and rows.filter(done.exact).num_rows == 1
     assert translate([D.EqualTo(("amount",), decimal.Decimal("1.001"))], schema).kept == (0,)   # does not fit
+
+
+def _node(op: str, column: str, *literals: tuple[str | None, str]) -> dict[str, object]:
+    return {"op": op, "args": [{"ref": [column]}, *({"lit": v, "type": t} for v, t in literals)]}
+
+
+def test_filters_handed_over_by_the_jvm_are_the_filters_a_python_source_gets() -> None:
+    """A JVM scan's filters reach the catalog service in their V2 form (the `predicates` hand-over format): each one
+    becomes the `pyspark.sql.datasource` filter PySpark would give a Python data source, so one `translate` rules."""
+    nodes = [_node(">", "id", ("1", "bigint")), {"op": "NOT", "args": [_node("=", "name", ("b", "string"))]},
+             _node("IS_NOT_NULL", "name"), _node("STARTS_WITH", "name", ("a", "string")),
+             _node("IN", "id", ("2", "int"), ("4", "int")), _node(">=", "d", ("19725", "date")),
+             _node("<=>", "name", (None, "string")), _node("<", "v", ("0.5", "double")),
+             _node("=", "id", ("AAE=", "binary")), {"op": "OR", "args": [_node("=", "id", ("1", "bigint"))] * 2},
+             {"unsupported": "a filter with no V2 form"}]
+    assert [from_predicate(n) for n in nodes] == [
+        D.GreaterThan(("id",), 1), D.Not(D.EqualTo(("name",), "b")), D.IsNotNull(("name",)),
+        D.StringStartsWith(("name",), "a"), D.In(("id",), (2, 4)), D.GreaterThanOrEqual(("d",), dt.date(2024, 1, 3)),
+        D.EqualNullSafe(("name",), None), D.LessThan(("v",), 0.5), None, None, None]
+    done = translate_predicates(nodes, SCHEMA)
+    assert done.kept == (7, 8, 9, 10)   # the float comparison prunes but stays with Spark; the others have no form
+    assert _ids(done.exact) == []       # id > 1 AND name <> 'b' AND ... AND name IS NULL: no row
+    assert _ids(translate_predicates(nodes[:6], SCHEMA).exact) == []
+    assert _ids(translate_predicates([nodes[0], nodes[1], nodes[5]], SCHEMA).exact) == [3]
