@@ -76,6 +76,14 @@ def record_log_published(args: Mapping[str, Any]) -> list[int]:
     return record(args)
 
 
+def plan_read(args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A catalog table's batch scan planned here when Spark's Parquet reader can read all of it
+    (tablestore/spark/read.py, `plan_in_service`)."""
+    from tablestore.spark.read import plan_in_service
+
+    return plan_in_service(args)
+
+
 def list_tables(args: Mapping[str, Any]) -> list[str]:
     return table_catalog(args).list_tables(_namespace(args))
 
@@ -90,6 +98,7 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "create_table": create_table,
     "load_table": load_table,
     "record_log_published": record_log_published,
+    "plan_read": plan_read,
     "drop_table": drop_table,
     "alter_table": alter_table,
     "ping": lambda args: "pong",

@@ -22,11 +22,16 @@
    A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
+5. Without a Python worker: a SQL catalog table's batch scan (jvm/catalog/ManagedScan.java) first asks the catalog
+   service (`plan_in_service`, the same steps 1, 2 and 4 on the filters' hand-over form,
+   `filters.translate_predicates`). When every split is raw, that plan is the scan's and no Python worker runs: PySpark
+   starts one per Python data source plan (and one per filter push-down), about 0.1 s each on 4.1. Otherwise the
+   Python source plans the scan as above.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import json
 
@@ -112,37 +117,10 @@ class ManagedReader(DataSourceReader):
         snapshot = store.resolve_snapshot(self.snapshot_id, self.timestamp_ms)
         splits = store.new_scan().plan(snapshot, self.prune)
         if self.raw_plan is not None:
-            raw, splits = self._raw_splits(store, splits)
-            plan: dict[str, Any] = {"python_partitions": len(splits), "columns": self.table_schema.names, "raw": raw}
-            if raw and store.io.object_store:
-                plan["hadoop"] = hadoop_options(self.ref.catalog_options)
-            handover.check("raw-plan", plan)
+            plan, splits = raw_plan(store, self.ref, self.table_schema, splits, self.jvm_s3a)
             with open(self.raw_plan, "w", encoding="utf-8") as out:
                 json.dump(plan, out)
         return [SplitPartition(s) for s in splits] or [SplitPartition(None)]
-
-    def _raw_splits(self, store: "FileStore", splits: Sequence[Split]) -> tuple[list[list[str]], list[Split]]:
-        """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs),
-        and the others."""
-        if (store.options.file_format != "parquet"
-                or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem)
-                        or (store.io.object_store and self.jvm_s3a))
-                or not all(_raw_readable(f.type) for f in self.table_schema)):
-            return [], list(splits)
-        if store.schema.arrow_schema.names != self.table_schema.names:
-            return [], list(splits)   # the table gained columns since the query was planned: Python projects them
-        read = store.new_read(None, None)
-        raw: list[list[str]] = []
-        rest: list[Split] = []
-        for split in splits:
-            files = read.plain_files(split)
-            if files is None:
-                rest.append(split)
-            else:
-                raw.append([jvm_url(store.io.object_store,
-                                    store.data_file_path(split.partition, split.bucket, f.file_name))
-                            for f in files])
-        return raw, rest
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitPartition)
@@ -153,3 +131,79 @@ class ManagedReader(DataSourceReader):
         # a bucket that is one sorted run without deletes is read without a merge (SplitRead decides, for every reader)
         rows = store.new_read(self.table_schema.names, self.exact).read(partition.split)
         return iter(to_spark_batch(rows, target).to_batches())
+
+
+def raw_plan(store: "FileStore", ref: TableRef, table_schema: pa.Schema, splits: Sequence[Split],
+             jvm_s3a: bool) -> tuple[dict[str, Any], list[Split]]:
+    """Step 4: the raw-plan document of `splits` (a scan of `table_schema`'s columns), and the splits left for
+    Python to read."""
+    raw, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
+    plan: dict[str, Any] = {"python_partitions": len(rest), "columns": table_schema.names, "raw": raw}
+    if raw and store.io.object_store:
+        plan["hadoop"] = hadoop_options(ref.catalog_options)
+    handover.check("raw-plan", plan)
+    return plan, rest
+
+
+def _raw_splits(store: "FileStore", table_schema: pa.Schema, splits: Sequence[Split],
+                jvm_s3a: bool) -> tuple[list[list[str]], list[Split]]:
+    """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs),
+    and the others."""
+    if (store.options.file_format != "parquet"
+            or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem) or (store.io.object_store and jvm_s3a))
+            or not all(_raw_readable(f.type) for f in table_schema)):
+        return [], list(splits)
+    if store.schema.arrow_schema.names != table_schema.names:
+        return [], list(splits)   # the table gained columns since the query was planned: Python projects them
+    read = store.new_read(None, None)
+    raw: list[list[str]] = []
+    rest: list[Split] = []
+    for split in splits:
+        files = read.plain_files(split)
+        if files is None:
+            rest.append(split)
+        else:
+            raw.append([jvm_url(store.io.object_store, store.data_file_path(split.partition, split.bucket, f.file_name))
+                        for f in files])
+    return raw, rest
+
+
+def plan_in_service(args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The catalog service's `plan_read`: a JVM batch scan of a catalog table planned without a Python worker
+    (PySpark starts one per Python data source plan: 0.1 s each on 4.1). `args`: the scan's options
+    ("read_options", the table's identity injected), the columns it was built with ("columns") and Spark's pushed
+    filters ("predicates", the `predicates` hand-over format, one node per filter). When every split of the plan is
+    a raw split (steps 2 and 4, the same functions): {"plan": the raw-plan document, "spark_filters": the indices
+    of the filters Spark still evaluates (those with no exact translation, and every filter on a data column: Spark
+    filters the raw splits' rows)}; None when some split needs Python's reader (or anything is amiss: the Python
+    data source then plans the scan, and raises its errors, as before)."""
+    from tablestore.spark import compact_job, log_publish
+    from tablestore.spark.filters import translate_predicates
+    from tablestore.spark.predicates import columns, parse
+    from tablestore.spark.source_options import CHANGES_OPTION, check_options
+
+    options = {str(k): str(v) for k, v in dict(args["read_options"]).items()}
+    if {k.lower() for k in options} & {log_publish.READ_OPTION, compact_job.READ_OPTION, CHANGES_OPTION}:
+        return None
+    check_options(options, "read")
+    ref = table_ref(options)
+    handle = ref.handle()
+    names = [str(n) for n in args["columns"]]
+    table_schema: pa.Schema = handle.schema.arrow_schema
+    if not names or names != table_schema.names[:len(names)]:
+        return None
+    schema = pa.schema([table_schema.field(n) for n in names])
+    nodes = parse(str(args.get("predicates") or "[]"))
+    done = translate_predicates(nodes, schema)
+    store = handle.store
+    snapshot = store.resolve_snapshot(int_option(options, "snapshot-id", ref.identifier),
+                                      int_option(options, "timestamp-ms", ref.identifier))
+    splits = store.new_scan().plan(snapshot, done.prune)
+    jvm_s3a = str({k.lower(): v for k, v in options.items()}.get(JVM_S3A_OPTION, "")).lower() == "true"
+    plan, rest = raw_plan(store, ref, schema, splits, jvm_s3a)
+    if rest:
+        return None
+    partition_keys = set(handle.schema.partition_keys)
+    kept = set(done.kept)
+    return {"plan": plan, "spark_filters": [i for i, n in enumerate(nodes)
+                                            if i in kept or not columns(n) <= partition_keys]}

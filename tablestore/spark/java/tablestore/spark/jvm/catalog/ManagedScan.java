@@ -35,6 +35,9 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
+import com.fasterxml.jackson.databind.JsonNode;
+
+import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.read.RawSplits;
 import tablestore.spark.jvm.mirror.Contract;
 
@@ -81,8 +84,9 @@ final class ManagedScan {
         private final ManagedTable table;
         private final StructType schema;
         private final CaseInsensitiveStringMap options;
-        private final ScanBuilder python;
         private final RawSplits.RawPlan rawPlan;
+        private ScanBuilder python;   // created when the scan needs the Python source (see servicePlan)
+        private JsonNode servicePlan;   // the catalog service's plan, once asked (NullNode: none)
         private boolean rowKind = false;
         private StructType read;   // the data columns Spark asks for, in the table's order
         private Filter[] pushed = new Filter[0];
@@ -95,7 +99,60 @@ final class ManagedScan {
             this.options = options;
             // batch splits that need no merge are handed to Spark's vectorized Parquet reader (RawSplits)
             this.rawPlan = table.newRawPlan(schema);
-            this.python = table.pythonScan(schema, options.asCaseSensitiveMap(), rawPlan);
+        }
+
+        private ScanBuilder python() {
+            if (python == null) {
+                python = table.pythonScan(schema, options.asCaseSensitiveMap(), rawPlan);
+            }
+            return python;
+        }
+
+        /**
+         * A catalog table's scan is first planned by the catalog service (tablestore/spark/read.py,
+         * {@code plan_in_service}): when every split is a raw split, the scan needs no Python worker at all (PySpark
+         * starts one for each plan of a Python data source); otherwise (or on any error, which the Python source then
+         * raises as before) the Python source plans it. A data source table keeps its provider's source, which plans
+         * once for all of a DataFrame's scans.
+         */
+        private JsonNode servicePlan(Filter[] filters) {
+            if (servicePlan != null) {
+                return servicePlan;
+            }
+            servicePlan = com.fasterxml.jackson.databind.node.NullNode.getInstance();
+            if (table.catalog() == null || table.changelogSchema()) {
+                return servicePlan;
+            }
+            Map<String, String> readOptions = new HashMap<>(options.asCaseSensitiveMap());
+            HadoopFiles.markS3a(readOptions);
+            Map<String, Object> args = new HashMap<>();
+            args.put("read_options", readOptions);
+            args.put("columns", Arrays.asList(schema.fieldNames()));
+            args.put("predicates", predicates(filters));
+            try {
+                JsonNode answer = PythonService.call("plan_read", args);
+                if (answer != null && answer.isObject()) {
+                    servicePlan = answer;
+                }
+            } catch (RuntimeException e) {
+                LOG.debug("table {}: the catalog service did not plan the scan; the Python source plans it",
+                    table.tableName(), e);
+            }
+            return servicePlan;
+        }
+
+        /** Spark's filters in the {@code predicates} hand-over format, one node per filter, in order. */
+        private static String predicates(Filter[] filters) {
+            org.apache.spark.sql.connector.expressions.Expression[] v2 =
+                new org.apache.spark.sql.connector.expressions.Expression[filters.length];
+            for (int i = 0; i < filters.length; i++) {
+                try {
+                    v2[i] = filters[i].toV2();
+                } catch (RuntimeException e) {
+                    v2[i] = null;
+                }
+            }
+            return PredicateJson.toJson(v2);
         }
 
         @Override
@@ -114,11 +171,17 @@ final class ManagedScan {
             for (Filter f : filters) {
                 (Arrays.asList(f.references()).contains(ROW_KIND) ? kept : onData).add(f);
             }
-            if (!(python instanceof SupportsPushDownFilters)) {
+            this.onData = onData.toArray(new Filter[0]);   // the raw splits skip row groups by them
+            JsonNode planned = servicePlan(this.onData);
+            if (!planned.isNull()) {
+                planned.path("spark_filters").forEach(i -> kept.add(this.onData[i.asInt()]));
+                pushed = this.onData;
+                return kept.toArray(new Filter[0]);
+            }
+            if (!(python() instanceof SupportsPushDownFilters)) {
                 return filters;
             }
-            this.onData = onData.toArray(new Filter[0]);   // the raw splits skip row groups by them
-            kept.addAll(Arrays.asList(((SupportsPushDownFilters) python).pushFilters(onData.toArray(new Filter[0]))));
+            kept.addAll(Arrays.asList(((SupportsPushDownFilters) python).pushFilters(this.onData)));
             pushed = ((SupportsPushDownFilters) python).pushedFilters();
             return kept.toArray(new Filter[0]);
         }
@@ -130,17 +193,21 @@ final class ManagedScan {
 
         @Override
         public Scan build() {
-            return new TableScan(this, python.build());
+            JsonNode planned = servicePlan(onData);
+            return planned.isNull() ? new TableScan(this, python().build(), null)
+                : new TableScan(this, null, planned.get("plan"));
         }
     }
 
     static final class TableScan implements Scan {
         private final Builder builder;
-        private final Scan python;
+        private final Scan python;      // null: planned by the catalog service, every split raw
+        private final JsonNode rawPlan;  // the catalog service's raw-split plan (python null)
 
-        TableScan(Builder builder, Scan python) {
+        TableScan(Builder builder, Scan python, JsonNode rawPlan) {
             this.builder = builder;
             this.python = python;
+            this.rawPlan = rawPlan;
         }
 
         @Override
@@ -150,13 +217,16 @@ final class ManagedScan {
 
         @Override
         public String description() {
-            return python.description();
+            return python != null ? python.description() : "("
+                + rawPlan.path("raw").size() + " raw splits, planned by the catalog service)";
         }
 
         @Override
         public Batch toBatch() {
-            Batch batch = RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan, builder.onData,
-                builder.read);
+            Batch batch = python == null
+                ? RawSplits.planned(rawPlan, builder.schema, builder.onData, builder.read)
+                : RawSplits.withRawSplits(python.toBatch(), builder.schema, builder.rawPlan, builder.onData,
+                    builder.read);
             if (!builder.rowKind) {
                 return batch;
             }
@@ -205,12 +275,12 @@ final class ManagedScan {
 
         @Override
         public CustomMetric[] supportedCustomMetrics() {
-            return python.supportedCustomMetrics();
+            return python == null ? new CustomMetric[0] : python.supportedCustomMetrics();
         }
 
         @Override
         public CustomTaskMetric[] reportDriverMetrics() {
-            return python.reportDriverMetrics();
+            return python == null ? new CustomTaskMetric[0] : python.reportDriverMetrics();
         }
 
         @Override

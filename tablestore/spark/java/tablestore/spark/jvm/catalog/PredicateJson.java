@@ -40,7 +40,9 @@ public final class PredicateJson {
 
     static Object describe(Expression e) {
         Map<String, Object> out = new LinkedHashMap<>();
-        if (e instanceof NamedReference) {
+        if (e == null) {
+            out.put("unsupported", "a filter with no V2 form");
+        } else if (e instanceof NamedReference) {
             out.put("ref", Arrays.asList(((NamedReference) e).fieldNames()));
         } else if (e instanceof Literal) {
             Object value = ((Literal<?>) e).value();

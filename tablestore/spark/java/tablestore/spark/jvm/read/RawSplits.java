@@ -92,6 +92,13 @@ public final class RawSplits {
             this.file = file;
         }
 
+        /** A plan made already (the catalog service's): no file. */
+        static RawPlan of(JsonNode plan) {
+            RawPlan out = new RawPlan(null);
+            out.plan = plan;
+            return out;
+        }
+
         /** A plan for a new scan: its file, to pass to Python as {@link #RAW_PLAN_OPTION}, is not created yet. */
         public static RawPlan create() {
             return new RawPlan(newPlanFile());
@@ -102,8 +109,8 @@ public final class RawSplits {
         }
 
         synchronized JsonNode read() {
-            File f = new File(file);
-            if (f.exists()) {
+            File f = file == null ? null : new File(file);
+            if (f != null && f.exists()) {
                 try {
                     plan = new ObjectMapper().readTree(f);
                 } catch (IOException e) {
@@ -146,6 +153,14 @@ public final class RawSplits {
     }
 
     /**
+     * A scan whose every split is raw, as {@code plan} (a raw-plan document the catalog service made: no Python
+     * partitions) names them; filters and columns as for {@link #withRawSplits}.
+     */
+    public static Batch planned(JsonNode plan, StructType schema, Filter[] filters, StructType read) {
+        return withRawSplits(null, schema, RawPlan.of(plan), filters, read);
+    }
+
+    /**
      * The columns Spark asks a scan of {@code schema} for ({@code required}'s fields that are {@code schema}'s, in
      * {@code schema}'s order), or {@code schema} itself when that is all of them.
      */
@@ -180,7 +195,10 @@ public final class RawSplits {
         private final int[] projection;
         private boolean columnar;
 
-        /** {@code schema}: the columns read; {@code projection}: their positions in a Python row (null: all). */
+        /**
+         * {@code python}: the Python scan's batch (null: every split raw); {@code schema}: the columns read;
+         * {@code projection}: their positions in a Python row (null: all).
+         */
         RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter, int[] projection) {
             this.python = python;
             this.schema = schema;
@@ -191,9 +209,11 @@ public final class RawSplits {
 
         @Override
         public InputPartition[] planInputPartitions() {
-            InputPartition[] planned;
+            InputPartition[] planned = new InputPartition[0];
             try {
-                planned = python.planInputPartitions();
+                if (python != null) {
+                    planned = python.planInputPartitions();
+                }
             } catch (Exception e) {   // the Python reader's option and table errors (AnalysisException), as their line
                 throw TaskErrors.driver(e);
             }
@@ -224,7 +244,8 @@ public final class RawSplits {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new ReaderFactory(python.createReaderFactory(), columnar, schema, projection);
+            return new ReaderFactory(python == null ? null : python.createReaderFactory(), columnar, schema,
+                projection);
         }
     }
 
