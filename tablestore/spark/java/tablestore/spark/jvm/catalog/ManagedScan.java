@@ -16,6 +16,7 @@ import java.util.Set;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.catalog.MetadataColumn;
+import org.apache.spark.sql.connector.expressions.Expression;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
@@ -36,6 +37,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.NullNode;
 
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.read.RawSplits;
@@ -119,7 +121,7 @@ final class ManagedScan {
             if (servicePlan != null) {
                 return servicePlan;
             }
-            servicePlan = com.fasterxml.jackson.databind.node.NullNode.getInstance();
+            servicePlan = NullNode.getInstance();
             if (table.catalog() == null || table.changelogSchema()) {
                 return servicePlan;
             }
@@ -143,8 +145,7 @@ final class ManagedScan {
 
         /** Spark's filters in the {@code predicates} hand-over format, one node per filter, in order. */
         private static String predicates(Filter[] filters) {
-            org.apache.spark.sql.connector.expressions.Expression[] v2 =
-                new org.apache.spark.sql.connector.expressions.Expression[filters.length];
+            Expression[] v2 = new Expression[filters.length];
             for (int i = 0; i < filters.length; i++) {
                 try {
                     v2[i] = filters[i].toV2();
