@@ -121,3 +121,22 @@ def test_read_errors_of_a_compacted_table_are_the_python_sources(spark: Any, spa
         spark.read.option("snapshot-idd", "1").table(f"managed.{table.name}").collect()
     with pytest.raises(Exception, match="snapshot 99"):
         spark.sql(f"SELECT * FROM managed.{table.name} VERSION AS OF 99").collect()
+
+
+@pytest.mark.parametrize("compacted", [True, False])
+def test_each_query_of_one_dataframe_is_planned_with_its_own_filters(
+        spark: Any, spark_warehouse: Path, compacted: bool) -> None:
+    """`format("managed")` and the catalog alike: a DataFrame queried with a key range, then whole, then with another
+    range, gives each query's rows (a plan pruned by the first query's filter is not reused: two runs of disjoint
+    keys, so that a pruned plan would miss one)."""
+    table = _table(spark_warehouse, **{"write-only": "true"})
+    table.write(_rows(0, 1000))
+    table.write(_rows(1000, 1000))
+    if compacted:
+        table.compact(full=True)
+    for df in (spark.read.format("managed").load(table.name), spark.table(f"managed.{table.name}")):
+        assert df.filter("id < 100").count() == 100
+        assert df.count() == 2000
+        assert df.filter("id >= 1500").count() == 500
+        assert df.count() == 2000
+        assert SERVICE in _plan(df.filter("id < 100"))   # one sorted run in range: planned by the service

@@ -44,9 +44,10 @@ import tablestore.spark.jvm.read.RawSplits;
 import tablestore.spark.jvm.mirror.Contract;
 
 /**
- * Scans of a managed table, from either front door ({@link ManagedTable}). Batch: the Python data source's scan of
- * the table's columns (filters pushed down), its splits that need no merge read by Spark's vectorized Parquet reader
- * ({@link RawSplits}). Streaming: the Python source's stream of the table's changes, whose rows are
+ * Scans of a managed table, from either front door ({@link ManagedTable}). Batch: planned by the catalog service
+ * when every split needs no merge (then read by Spark's vectorized Parquet reader alone, {@link RawSplits}), else the
+ * Python data source's scan of the table's columns (filters pushed down), its splits that need no merge read by
+ * Spark's vectorized Parquet reader. Streaming: the Python source's stream of the table's changes, whose rows are
  * {@code _row_kind} + the columns; the table exposes {@code _row_kind} as a metadata column, so
  * {@code spark.readStream.table(t).select("_row_kind", "*")} is the changelog. A batch read that selects
  * {@code _row_kind} sees {@code +I} for every row. A table whose schema is the changelog's (a data source's
@@ -114,15 +115,15 @@ final class ManagedScan {
          * A catalog table's scan is first planned by the catalog service (tablestore/spark/read.py,
          * {@code plan_in_service}): when every split is a raw split, the scan needs no Python worker at all (PySpark
          * starts one for each plan of a Python data source); otherwise (or on any error, which the Python source then
-         * raises as before) the Python source plans it. A data source table keeps its provider's source, which plans
-         * once for all of a DataFrame's scans.
+         * raises as before) the Python source plans it. Either front door: each query of a DataFrame is planned
+         * anew, at the latest snapshot unless its options name one.
          */
         private JsonNode servicePlan(Filter[] filters) {
             if (servicePlan != null) {
                 return servicePlan;
             }
             servicePlan = NullNode.getInstance();
-            if (table.catalog() == null || table.changelogSchema()) {
+            if (table.changelogSchema()) {
                 return servicePlan;
             }
             Map<String, String> readOptions = new HashMap<>(options.asCaseSensitiveMap());

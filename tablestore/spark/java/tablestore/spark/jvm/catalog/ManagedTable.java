@@ -39,15 +39,17 @@ import tablestore.spark.jvm.read.RawSplits;
 /**
  * A managed table as Spark sees it, whichever front door loaded it: the SQL catalog ({@link ManagedCatalog#loadTable},
  * metadata from the Python catalog service) or the {@code managed} data source ({@code format("managed")}:
- * {@link #ofDataSource}, metadata from the Python data source). Both have the same scans ({@link ManagedScan}: filters
- * pushed to Python, splits that need no merge read by Spark's vectorized Parquet reader, {@code _row_kind}, streams of
- * the table's changes) and the same writes ({@link ManagedWriteBuilder}: overwrite modes, one writer per bucket, the
+ * {@link #ofDataSource}, metadata from the Python data source). Both have the same scans ({@link ManagedScan}: planned
+ * by the catalog service when every split needs no merge, else by the Python source with the filters pushed to it,
+ * splits that need no merge read by Spark's vectorized Parquet reader, {@code _row_kind}, streams of the table's
+ * changes) and the same writes ({@link ManagedWriteBuilder}: overwrite modes, one writer per bucket, the
  * JVM writer, the log produced by the executors); what differs is data:
  * <ul>
  *   <li>where the Python side lives: a catalog table takes a fresh Python source per scan and write (it outlives a
  *       query; a Python source caches its planned partitions); a data source table uses the one its provider
- *       created for the lookup (Spark creates one provider per lookup, as for its own Python sources), with the
- *       provider's raw-split plan file;</li>
+ *       created for the lookup (Spark creates one provider per lookup, as for its own Python sources) for its writes
+ *       and streaming reads, with the provider's raw-split plan file, and a fresh one per batch scan (a DataFrame's
+ *       queries each plan with their own filters);</li>
  *   <li>what Spark can ask of the table's catalog: a catalog table's writes and a data source table loaded through
  *       the provider's catalog ({@code ProviderCatalog}, a {@code FunctionCatalog}) cluster by the table's bucket; a
  *       table Spark got from the provider without a catalog (streaming reads and writes) cannot;</li>
@@ -239,15 +241,19 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
         return new CaseInsensitiveStringMap(out);
     }
 
-    /** Whether a scan of {@code schema} goes to the provider's Python source (else to a fresh one). */
+    /**
+     * Whether a scan of {@code schema} goes to the provider's Python source (else to a fresh one): only a data source's
+     * streaming read (its schema the changelog's). A batch scan takes a fresh source, as a catalog table's does: Spark's
+     * Python source keeps the partitions it planned first, so the provider's source would give a DataFrame's later
+     * queries the plan of its first, pruned by that query's filters.
+     */
     private boolean sharedSource(StructType schema) {
-        return python != null && schema.equals(this.schema);
+        return python != null && schema.equals(this.schema) && changelogSchema();
     }
 
     /**
      * The raw-split plan of a new scan of {@code schema}: a fresh Python source's is new; the provider's source's is
-     * the table's one (that source plans once and writes its plan file once, which the first scan reads: the
-     * DataFrame's later scans take the plan from there).
+     * the table's one (that source plans once and writes its plan file once).
      */
     RawSplits.RawPlan newRawPlan(StructType schema) {
         return sharedSource(schema) ? sharedPlan : RawSplits.RawPlan.create();
