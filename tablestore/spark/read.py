@@ -22,7 +22,7 @@
    A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
-5. Without a Python worker: a SQL catalog table's batch scan (jvm/catalog/ManagedScan.java) first asks the catalog
+5. Without a Python worker: a batch scan by either front door (jvm/catalog/ManagedScan.java) first asks the catalog
    service (`plan_in_service`, the same steps 1, 2 and 4 on the filters' hand-over form,
    `filters.translate_predicates`). When every split is raw, that plan is the scan's and no Python worker runs: PySpark
    starts one per Python data source plan (and one per filter push-down), about 0.1 s each on 4.1. Otherwise the
@@ -169,7 +169,7 @@ def _raw_splits(store: "FileStore", table_schema: pa.Schema, splits: Sequence[Sp
 
 
 def plan_in_service(args: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The catalog service's `plan_read`: a JVM batch scan of a catalog table planned without a Python worker
+    """The catalog service's `plan_read`: a JVM batch scan (SQL or `format("managed")`) planned without a Python worker
     (PySpark starts one per Python data source plan: 0.1 s each on 4.1). `args`: the scan's options
     ("read_options", the table's identity injected), the columns it was built with ("columns") and Spark's pushed
     filters ("predicates", the `predicates` hand-over format, one node per filter). When every split of the plan is
