@@ -77,7 +77,7 @@ def record_log_published(args: Mapping[str, Any]) -> list[int]:
 
 
 def plan_read(args: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A catalog table's batch scan planned here when Spark's Parquet reader can read all of it
+    """A batch scan (either front door) planned here when Spark's Parquet reader can read all of it
     (tablestore/spark/read.py, `plan_in_service`)."""
     from tablestore.spark.read import plan_in_service
 

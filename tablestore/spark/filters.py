@@ -138,7 +138,7 @@ def from_predicate(node: Mapping[str, Any]) -> Any | None:
     source gets for it; None when it has no such form (Spark keeps it)."""
     from pyspark.sql import datasource as D
 
-    from tablestore.spark.predicates import PredicateError, _literal
+    from tablestore.spark.predicates import PredicateError, literal
 
     op = str(node.get("op", "")).upper()
     args = list(node.get("args") or [])
@@ -149,7 +149,7 @@ def from_predicate(node: Mapping[str, Any]) -> Any | None:
         return None
     column = tuple(str(p) for p in args[0]["ref"])
     try:
-        values = [_literal(a).as_py() for a in args[1:]]
+        values = [literal(a).as_py() for a in args[1:]]
     except (PredicateError, ValueError, TypeError, OverflowError, pa.ArrowException):
         return None
     if op == "IN":

@@ -55,7 +55,7 @@ def columns(node: Any) -> set[str]:
     return columns(list(node.get("args") or []))
 
 
-def _literal(node: Mapping[str, Any]) -> pa.Scalar:
+def literal(node: Mapping[str, Any]) -> pa.Scalar:
     value, spark_type = node.get("lit"), str(node.get("type", "string"))
     if value is None:
         return pa.scalar(None)
@@ -87,7 +87,7 @@ def expression(node: Mapping[str, Any], schema: pa.Schema) -> pc.Expression:
             raise PredicateError(f"column {name!r} is not one of {schema.names}")
         return pc.field(name)
     if "lit" in node:
-        return pc.scalar(_literal(node))
+        return pc.scalar(literal(node))
     if "op" not in node:
         raise PredicateError(f"predicate {node.get('unsupported', node)!r} is not supported")
     op = str(node["op"]).upper()
@@ -113,7 +113,7 @@ def expression(node: Mapping[str, Any], schema: pa.Schema) -> pc.Expression:
     if op == "ALWAYS_FALSE":
         return pc.scalar(False)
     if op == "IN":
-        values = [_literal(a).as_py() for a in args[1:]]
+        values = [literal(a).as_py() for a in args[1:]]
         return pc.is_in(expression(args[0], schema), value_set=pa.array(values))
     if op in _STRING and len(args) == 2 and "lit" in args[1]:
         return getattr(pc, _STRING[op])(sub[0], pattern=str(args[1]["lit"]))

@@ -19,7 +19,7 @@
    A query's filters go to the JVM's reader as a Parquet predicate (jvm/read/ParquetPredicates.java), which skips
    the row groups and pages their statistics rule out (files are sorted by key: a key range reads a few), and
    `pushFilters` hands every filter back to Spark, which applies them to the rows.
-   A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `JVM_S3A_OPTION`,
+   A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `s3a.JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
 5. Without a Python worker: a batch scan by either front door (jvm/catalog/ManagedScan.java) first asks the catalog
@@ -43,7 +43,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from filestore import Split
 from tablestore.spark.source_options import TableRef, int_option, table_ref
 from tablestore.spark.filters import columns_of, translate
-from tablestore.spark.s3a import JVM_S3A_OPTION, hadoop_options, jvm_url
+from tablestore.spark.s3a import hadoop_options, jvm_marked_s3a, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
 from tablestore.spark import handover
 
@@ -94,7 +94,7 @@ class ManagedReader(DataSourceReader):
         self.prune: pc.Expression | None = None
         self.exact: pc.Expression | None = None
         self.raw_plan: str | None = options.get(RAW_PLAN_OPTION)
-        self.jvm_s3a = str(options.get(JVM_S3A_OPTION, "")).lower() == "true"
+        self.jvm_s3a = jvm_marked_s3a(options)
 
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         done = translate(filters, self.table_schema)
@@ -199,8 +199,7 @@ def plan_in_service(args: Mapping[str, Any]) -> dict[str, Any] | None:
     snapshot = store.resolve_snapshot(int_option(options, "snapshot-id", ref.identifier),
                                       int_option(options, "timestamp-ms", ref.identifier))
     splits = store.new_scan().plan(snapshot, done.prune)
-    jvm_s3a = str({k.lower(): v for k, v in options.items()}.get(JVM_S3A_OPTION, "")).lower() == "true"
-    plan, rest = raw_plan(store, ref, schema, splits, jvm_s3a)
+    plan, rest = raw_plan(store, ref, schema, splits, jvm_marked_s3a(options))
     if rest:
         return None
     partition_keys = set(handle.schema.partition_keys)

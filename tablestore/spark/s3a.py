@@ -48,6 +48,11 @@ SHIP_CONF = "spark.tablestore.s3a.ship"
 instead of fetching them from the driver (about 700 MB per executor host and application)."""
 
 
+def jvm_marked_s3a(options: Mapping[str, str]) -> bool:
+    """Whether the JVM marked a scan's or write's `options` with JVM_S3A_OPTION (keys in any case)."""
+    return any(str(k).lower() == JVM_S3A_OPTION and str(v).lower() == "true" for k, v in dict(options).items())
+
+
 class S3AUnavailableError(TableStoreError):
     """The hadoop-aws jars for the installed PySpark cannot be found or fetched."""
 

@@ -49,7 +49,7 @@ from tablestore.faults import fault_point
 from tablestore.log_publish import pending_plans
 from tablestore.spark.log_publish import PLAN_OPTION as LOG_PLAN_OPTION
 from tablestore.spark.log_publish import write_plans
-from tablestore.spark.s3a import JVM_S3A_OPTION
+from tablestore.spark.s3a import jvm_marked_s3a
 from tablestore.write_target import WriteTarget
 from tablestore.writer import TableWriter
 
@@ -160,7 +160,7 @@ class ManagedWriter(DataSourceArrowWriter):
             else:
                 sequences = self.base_sequences if self.base_sequences is not None else {}
                 plan = write_plan(handle.store, sequences, table, SEQUENCE_STRIDE,
-                                  jvm_s3a=str(options.get(JVM_S3A_OPTION, "")).lower() == "true",
+                                  jvm_s3a=jvm_marked_s3a(options),
                                   catalog_options=self.ref.catalog_options)
             write_plan_file(plan_file, plan)
 
