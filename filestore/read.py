@@ -117,6 +117,18 @@ class SplitRead:
             return None  # written under an older schema: read through filestore.evolution
         return tuple(sorted(split.files, key=lambda f: f.min_key))
 
+    def merge_runs(self, split: Split) -> list[tuple[DataFileMeta, ...]] | None:
+        """The split's sorted runs, newest first, each's files in key order, when keeping per key the record of the
+        highest sequence number and dropping a DELETE winner gives exactly what `read` gives (a primary-key table of
+        the default merge engine, no filter to apply, every file written under a schema with the table's columns and
+        types); else None. Another reader (the Spark jar's merge, jvm/read/MergeSplits.java) may then merge them."""
+        c = self.context
+        engine = c.options.merge_engine
+        if (self.filter is not None or not c.schema.has_primary_key or (engine is not None and not engine.is_default)
+                or not all(f.schema_id == c.schema.id or c.layout(f.schema_id).plain for f in split.files)):
+            return None
+        return [run.files for run in compact_pick.sorted_runs(split.files)]
+
     def read(self, split: Split) -> pa.Table:
         s = self.context.schema
         newest = self.context.newest_schema(split.files)

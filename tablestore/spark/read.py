@@ -19,12 +19,18 @@
    A query's filters go to the JVM's reader as a Parquet predicate (jvm/read/ParquetPredicates.java), which skips
    the row groups and pages their statistics rule out (files are sorted by key: a key range reads a few), and
    `pushFilters` hands every filter back to Spark, which applies them to the rows.
+   The splits a deduplicating table needs merged (`SplitRead.merge_runs`: several sorted runs or deletes, the
+   default merge engine; keys of `_jvm_key` types) go to the JVM too, as `"merge": [[[file, ...] per run, newest
+   first] per split]` with the table's `"keys"`: jvm/read/MergeSplits.java merges them (per key the record of the
+   highest sequence number, a DELETE winner dropped: filestore/merge.py's rule), their row groups skipped by the
+   filters on key columns only.
    A warehouse on S3 qualifies when the JVM has Hadoop's S3A (it says so with the option `s3a.JVM_S3A_OPTION`,
    tablestore/spark/s3a.py): the files are then `s3a://` URLs, and the plan's `"hadoop"` holds the S3A settings of
    the read's catalog options (`fs.s3a.endpoint`, ...), which the JVM's tasks open the bucket with.
 5. Without a Python worker: a batch scan by either front door (jvm/catalog/ManagedScan.java) first asks the catalog
    service (`plan_in_service`, the same steps 1, 2 and 4 on the filters' hand-over form,
-   `filters.translate_predicates`). When every split is raw, that plan is the scan's and no Python worker runs: PySpark
+   `filters.translate_predicates`). When the JVM reads every split (raw or merged), that plan is the scan's and no
+   Python worker runs: PySpark
    starts one per Python data source plan (and one per filter push-down), about 0.1 s each on 4.1. Otherwise the
    Python source plans the scan as above.
 """
@@ -50,7 +56,7 @@ from tablestore.spark import handover
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from filestore import FileStore
+    from filestore import DataFileMeta, FileStore
 
 RAW_PLAN_OPTION = "__raw-plan"
 """Set by the JVM (jvm/read/RawSplits.java, the same constant): where `partitions` writes the splits the JVM
@@ -137,45 +143,65 @@ def raw_plan(store: "FileStore", ref: TableRef, table_schema: pa.Schema, splits:
              jvm_s3a: bool) -> tuple[dict[str, Any], list[Split]]:
     """Step 4: the raw-plan document of `splits` (a scan of `table_schema`'s columns), and the splits left for
     Python to read."""
-    raw, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
+    raw, merged, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
     plan: dict[str, Any] = {"python_partitions": len(rest), "columns": table_schema.names, "raw": raw}
-    if raw and store.io.object_store:
+    if merged:
+        plan["merge"] = merged
+        plan["keys"] = list(store.schema.key_columns)
+    if (raw or merged) and store.io.object_store:
         plan["hadoop"] = hadoop_options(ref.catalog_options)
     handover.check("raw-plan", plan)
     return plan, rest
 
 
 def _raw_splits(store: "FileStore", table_schema: pa.Schema, splits: Sequence[Split],
-                jvm_s3a: bool) -> tuple[list[list[str]], list[Split]]:
-    """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs),
+                jvm_s3a: bool) -> tuple[list[list[str]], list[list[list[str]]], list[Split]]:
+    """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs), the
+    splits the JVM merges (their runs' files, newest run first: `SplitRead.merge_runs`, keys of `_jvm_key` types)
     and the others."""
     if (store.options.file_format != "parquet"
             or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem) or (store.io.object_store and jvm_s3a))
             or not all(_raw_readable(f.type) for f in table_schema)):
-        return [], list(splits)
+        return [], [], list(splits)
     if store.schema.arrow_schema.names != table_schema.names:
-        return [], list(splits)   # the table gained columns since the query was planned: Python projects them
+        return [], [], list(splits)   # the table gained columns since the query was planned: Python projects them
     read = store.new_read(None, None)
+    mergeable = all(_jvm_key(store.schema.arrow_schema.field(k).type) for k in store.schema.key_columns)
+
+    def url(split: Split, f: DataFileMeta) -> str:
+        return jvm_url(store.io.object_store, store.data_file_path(split.partition, split.bucket, f.file_name))
+
     raw: list[list[str]] = []
+    merged: list[list[list[str]]] = []
     rest: list[Split] = []
     for split in splits:
         files = read.plain_files(split)
-        if files is None:
-            rest.append(split)
+        runs = None if files is not None or not mergeable else read.merge_runs(split)
+        if files is not None:
+            raw.append([url(split, f) for f in files])
+        elif runs is not None:
+            merged.append([[url(split, f) for f in run] for run in runs])
         else:
-            raw.append([jvm_url(store.io.object_store, store.data_file_path(split.partition, split.bucket, f.file_name))
-                        for f in files])
-    return raw, rest
+            rest.append(split)
+    return raw, merged, rest
+
+
+def _jvm_key(type_: pa.DataType) -> bool:
+    """Key types the JVM's merge compares in the key codec's order (filestore/keycodec.py: integers by value,
+    strings by their UTF-8 bytes, as Spark's UTF8String compares them)."""
+    t = pa.types
+    return (t.is_boolean(type_) or t.is_integer(type_) and t.is_signed_integer(type_) or t.is_string(type_)
+            or t.is_large_string(type_) or t.is_date32(type_))
 
 
 def plan_in_service(args: Mapping[str, Any]) -> dict[str, Any] | None:
     """The catalog service's `plan_read`: a JVM batch scan (SQL or `format("managed")`) planned without a Python worker
     (PySpark starts one per Python data source plan: 0.1 s each on 4.1). `args`: the scan's options
     ("read_options", the table's identity injected), the columns it was built with ("columns") and Spark's pushed
-    filters ("predicates", the `predicates` hand-over format, one node per filter). When every split of the plan is
-    a raw split (steps 2 and 4, the same functions): {"plan": the raw-plan document, "spark_filters": the indices
-    of the filters Spark still evaluates (those with no exact translation, and every filter on a data column: Spark
-    filters the raw splits' rows)}; None when some split needs Python's reader (or anything is amiss: the Python
+    filters ("predicates", the `predicates` hand-over format, one node per filter). When the JVM reads every split
+    of the plan, raw or merged (steps 2 and 4, the same functions): {"plan": the raw-plan document, "spark_filters":
+    the indices of the filters Spark still evaluates (those with no exact translation, and every filter on a data
+    column: Spark filters the JVM's rows)}; None when some split needs Python's reader (or anything is amiss: the Python
     data source then plans the scan, and raises its errors, as before)."""
     from tablestore.spark import compact_job, log_publish
     from tablestore.spark.filters import translate_predicates

@@ -1,6 +1,8 @@
-"""A catalog table's batch scan whose every split is raw (a compacted table) is planned by the catalog service, with
-no Python worker (ManagedScan.Builder, tablestore/spark/read.py `plan_in_service`), and reads what Spark's own
-evaluation of the same query over the same rows gives; any other scan is planned by the Python source as before."""
+"""A catalog table's batch scan whose every split the JVM reads (raw: a compacted bucket; merged: a bucket of several
+sorted runs of a deduplicating table, read/MergeSplits.java) is planned by the catalog service, with no Python worker
+(ManagedScan.Builder, tablestore/spark/read.py `plan_in_service`), and reads what Spark's own evaluation of the same
+query over the same rows gives; any other scan (a bucket Python must merge) is planned by the Python source as
+before."""
 from __future__ import annotations
 
 import datetime as dt
@@ -64,13 +66,15 @@ CONDITIONS = [
 ]
 
 
-@pytest.mark.parametrize("compacted", [True, False])
-def test_a_compacted_table_is_planned_by_the_catalog_service_and_every_table_reads_what_spark_computes(
-        spark: Any, spark_warehouse: Path, compacted: bool) -> None:
-    """Compacted: every bucket one sorted run, all splits raw, the service's plan. Not compacted: two sorted runs
-    per bucket, planned (and merged) by the Python source with the filters it was pushed, unless a key range misses
-    one of a bucket's runs."""
-    table = _table(spark_warehouse, **{"write-only": "true"})   # no compaction but the test's
+@pytest.mark.parametrize("layout", ["compacted", "two runs", "partial-update"])
+def test_a_table_the_jvm_reads_is_planned_by_the_catalog_service_and_every_table_reads_what_spark_computes(
+        spark: Any, spark_warehouse: Path, layout: str) -> None:
+    """Compacted: every bucket one sorted run, all splits raw. Two runs: two sorted runs per bucket, merged in the
+    JVM. Both planned by the service. Partial-update: two runs per bucket that Python's merge reads, planned by the
+    Python source with the filters it was pushed, unless a key range misses one of a bucket's runs."""
+    engine = {"merge-engine": "partial-update"} if layout == "partial-update" else {}
+    table = _table(spark_warehouse, **{"write-only": "true", **engine})   # no compaction but the test's
+    compacted = layout == "compacted"
     rows = _rows(0, ROWS)
     table.write(rows.slice(0, ROWS // 2))
     table.write(rows.slice(ROWS // 4))   # overlapping keys: rewritten rows, the same values
@@ -83,10 +87,14 @@ def test_a_compacted_table_is_planned_by_the_catalog_service_and_every_table_rea
         df = spark.sql(f"SELECT * FROM managed.{table.name} WHERE {condition}")
         truth = spark.sql(f"SELECT * FROM service_plan_truth WHERE {condition}").collect()
         assert _sorted(df.collect()) == _sorted(truth), condition
-        assert compacted <= (SERVICE in _plan(df)), condition
+        assert (layout != "partial-update") <= (SERVICE in _plan(df)), condition
         python_planned += SERVICE not in _plan(df)
-    # not compacted: the key ranges that miss one run of a bucket are raw, the others merged by Python
-    assert (python_planned == 0) == compacted
+    # partial-update: the key ranges that miss one run of a bucket are raw, the others merged by Python
+    assert (python_planned == 0) == (layout != "partial-update")
+    whole = _plan(spark.sql(f"SELECT * FROM managed.{table.name}"))
+    if layout != "partial-update":
+        assert ("(4 raw splits, 0 merged" in whole) == compacted, whole
+        assert ("(0 raw splits, 4 merged" in whole) == (not compacted), whole
     counted = spark.sql(f"SELECT region, count(*) FROM managed.{table.name} GROUP BY region").collect()
     assert sorted(tuple(r) for r in counted) == [("eu", 2000), ("us", 1000)]
 
@@ -98,10 +106,10 @@ def test_time_travel_and_a_table_that_needs_a_merge(spark: Any, spark_warehouse:
     compacted = table.latest_snapshot_id()
     table.write(pa.Table.from_pylist([{"_row_kind": "-D", **_rows(5, 1).to_pylist()[0]},
                                       {"_row_kind": "+U", **_rows(6, 1).to_pylist()[0], "name": "changed"}]))
-    # a bucket of two sorted runs: the Python source plans the scan and merges that bucket
+    # buckets of two sorted runs (one holding a delete): merged in the JVM
     df = spark.sql(f"SELECT id, name FROM managed.{table.name} WHERE id < 8")
     assert _sorted(df.collect()) == [(i, "changed" if i == 6 else _name(i)) for i in range(8) if i != 5]
-    assert SERVICE not in _plan(df)
+    assert SERVICE in _plan(df) and "0 merged in the JVM" not in _plan(df)
     # the compacted snapshot is read as it was, planned by the service
     old = spark.sql(f"SELECT id, name FROM managed.{table.name} VERSION AS OF {compacted} WHERE id < 8")
     assert _sorted(old.collect()) == [(i, _name(i)) for i in range(8)]

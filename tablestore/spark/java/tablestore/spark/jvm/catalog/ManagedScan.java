@@ -219,8 +219,8 @@ final class ManagedScan {
 
         @Override
         public String description() {
-            return python != null ? python.description() : "("
-                + rawPlan.path("raw").size() + " raw splits, planned by the catalog service)";
+            return python != null ? python.description() : "(" + rawPlan.path("raw").size() + " raw splits, "
+                + rawPlan.path("merge").size() + " merged in the JVM, planned by the catalog service)";
         }
 
         @Override

@@ -1,6 +1,8 @@
 package tablestore.spark.jvm.read;
 
 import java.io.IOException;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
@@ -12,11 +14,16 @@ import org.apache.parquet.filter2.predicate.FilterPredicate;
 import org.apache.parquet.hadoop.ParquetInputFormat;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetReadSupport;
 import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.Option;
 
+import tablestore.spark.jvm.HadoopFiles;
+
 /**
- * Opens a data file for Spark's vectorized Parquet reader with a predicate, the way Spark's own Parquet scan does
+ * Opens a data file for Spark's vectorized Parquet reader (the raw and the merged splits' files, {@link #open}), with
+ * a predicate the way Spark's own Parquet scan does
  * (a Hadoop split of the whole file, the predicate and the requested schema in the reader's configuration): Parquet
  * then leaves out the row groups whose statistics rule the predicate out, and, through the file's column indexes,
  * the pages. The settings are those Spark's path-only {@code initialize(path, columns)} (the unfiltered case) uses,
@@ -27,6 +34,36 @@ final class FilteredOpen {
     static final String REQUESTED_SCHEMA = "org.apache.spark.sql.parquet.row.requested_schema";
 
     private FilteredOpen() {
+    }
+
+    /**
+     * {@code file} opened by Spark's vectorized Parquet reader for {@code columns} (their types checked against the
+     * file's), returning batches, skipping what {@code filter} (null: nothing) rules out; a remote file's file system
+     * opened with {@code hadoop} first.
+     */
+    static VectorizedParquetRecordReader open(String file, StructType columns, FilterPredicate filter,
+                                              HashMap<String, String> hadoop) throws IOException {
+        if (HadoopFiles.remote(file)) {
+            HadoopFiles.open(file, hadoop);   // the reader opens it with a bare Configuration: cache its file system
+        }
+        VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, 4096);
+        if (filter == null) {
+            reader.initialize(file, Arrays.asList(columns.fieldNames()));
+        } else {
+            FilteredOpen.initialize(reader, file, columns, filter, hadoop);
+        }
+        ColumnarBatch first = reader.resultBatch();
+        for (int i = 0; i < columns.fields().length; i++) {
+            StructField want = columns.fields()[i];
+            if (!first.column(i).dataType().sameType(want.dataType())) {
+                reader.close();
+                throw new IOException("data file " + file + ": column " + want.name() + " reads as "
+                        + first.column(i).dataType().simpleString() + ", the table's type is "
+                        + want.dataType().simpleString());
+            }
+        }
+        reader.enableReturningBatches();
+        return reader;
     }
 
     static void initialize(VectorizedParquetRecordReader reader, String file, StructType schema,

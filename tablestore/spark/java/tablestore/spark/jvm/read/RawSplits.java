@@ -149,7 +149,8 @@ public final class RawSplits {
         List<String> names = Arrays.asList(read.fieldNames());
         Filter[] usable = Arrays.stream(filters).filter(f -> names.containsAll(Arrays.asList(f.references())))
             .toArray(Filter[]::new);
-        return new RawSplitBatch(python, read, plan, ParquetPredicates.of(usable, read), ordinals(schema, read));
+        return new RawSplitBatch(python, read, plan, ParquetPredicates.of(usable, read), ordinals(schema, read),
+            schema, filters);
     }
 
     /**
@@ -193,18 +194,24 @@ public final class RawSplits {
         private final RawPlan plan;
         private final FilterPredicate filter;
         private final int[] projection;
+        private final StructType table;
+        private final Filter[] filters;
         private boolean columnar;
 
         /**
          * {@code python}: the Python scan's batch (null: every split raw); {@code schema}: the columns read;
-         * {@code projection}: their positions in a Python row (null: all).
+         * {@code projection}: their positions in a Python row (null: all); {@code table}: the table's columns and
+         * {@code filters} the scan's (for the merged splits, {@link MergeSplits}).
          */
-        RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter, int[] projection) {
+        RawSplitBatch(Batch python, StructType schema, RawPlan plan, FilterPredicate filter, int[] projection,
+                      StructType table, Filter[] filters) {
             this.python = python;
             this.schema = schema;
             this.plan = plan;
             this.filter = filter;
             this.projection = projection;
+            this.table = table;
+            this.filters = filters;
         }
 
         @Override
@@ -218,25 +225,23 @@ public final class RawSplits {
                 throw TaskErrors.driver(e);
             }
             JsonNode raw = plan.read();
-            if (raw == null || raw.path("raw").size() == 0) {
+            if (raw == null || raw.path("raw").size() + raw.path("merge").size() == 0) {
                 return planned;
             }
             List<InputPartition> out = new ArrayList<>();
             if (raw.path("python_partitions").asInt(planned.length) > 0) {
                 out.addAll(Arrays.asList(planned));
             }
-            List<String> columns = new ArrayList<>();
-            List<String> read = Arrays.asList(schema.fieldNames());
-            raw.path("columns").forEach(c -> {
-                if (read.contains(c.asText())) {
-                    columns.add(c.asText());
-                }
-            });
             HashMap<String, String> hadoop = HadoopFiles.settings(raw.get("hadoop"));
             for (JsonNode files : raw.path("raw")) {
                 List<String> paths = new ArrayList<>();
                 files.forEach(f -> paths.add(f.asText()));
-                out.add(new RawSplit(paths.toArray(new String[0]), columns.toArray(new String[0]), hadoop, filter));
+                out.add(new RawSplit(paths.toArray(new String[0]), hadoop, filter));
+            }
+            List<String> keys = new ArrayList<>();
+            raw.path("keys").forEach(k -> keys.add(k.asText()));
+            for (JsonNode runs : raw.path("merge")) {
+                out.add(MergeSplits.split(runs, schema, table, keys, filters, hadoop));
             }
             columnar = out.stream().allMatch(p -> p instanceof RawSplit);
             return out.toArray(new InputPartition[0]);
@@ -250,19 +255,17 @@ public final class RawSplits {
     }
 
     /**
-     * A split Spark's Parquet reader reads: its files in key order (paths, or {@code s3a://} URLs), the table's
-     * columns, the Hadoop settings its files' file system is opened with ({@link HadoopFiles}), and the predicate
+     * A split Spark's Parquet reader reads: its files in key order (paths, or {@code s3a://} URLs), the Hadoop
+     * settings its files' file system is opened with ({@link HadoopFiles}), and the predicate
      * whose row groups and pages it reads (null: all).
      */
     static final class RawSplit implements InputPartition {
         final String[] files;
-        final String[] columns;
         final HashMap<String, String> hadoop;
         final FilterPredicate filter;
 
-        RawSplit(String[] files, String[] columns, HashMap<String, String> hadoop, FilterPredicate filter) {
+        RawSplit(String[] files, HashMap<String, String> hadoop, FilterPredicate filter) {
             this.files = files;
-            this.columns = columns;
             this.hadoop = hadoop;
             this.filter = filter;
         }
@@ -295,6 +298,9 @@ public final class RawSplits {
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             if (partition instanceof RawSplit) {
                 return new RowsOf(new RawSplitReader((RawSplit) partition, schema));
+            }
+            if (partition instanceof MergeSplits.MergeSplit) {
+                return new MergeSplits.Reader((MergeSplits.MergeSplit) partition);
             }
             PartitionReader<InternalRow> rows = python.createReader(partition);
             return projection == null ? rows : new Projected(rows, schema, projection);
@@ -340,7 +346,6 @@ public final class RawSplits {
         private int next;
         private VectorizedParquetRecordReader reader;
         private ColumnarBatch batch;
-        private boolean remoteOpened;
 
         RawSplitReader(RawSplit split, StructType schema) {
             this.split = split;
@@ -366,26 +371,7 @@ public final class RawSplits {
         }
 
         private void open(String file) throws IOException {
-            if (!remoteOpened && HadoopFiles.remote(file)) {
-                HadoopFiles.open(file, split.hadoop);   // the reader below opens it with a bare Configuration
-                remoteOpened = true;
-            }
-            reader = new VectorizedParquetRecordReader(false, 4096);
-            if (split.filter == null) {
-                reader.initialize(file, Arrays.asList(split.columns));
-            } else {
-                FilteredOpen.initialize(reader, file, schema, split.filter, split.hadoop);
-            }
-            ColumnarBatch first = reader.resultBatch();
-            for (int i = 0; i < schema.fields().length; i++) {
-                StructField want = schema.fields()[i];
-                if (!first.column(i).dataType().sameType(want.dataType())) {
-                    throw new IOException("data file " + file + ": column " + want.name() + " reads as "
-                            + first.column(i).dataType().simpleString() + ", the table's type is "
-                            + want.dataType().simpleString());
-                }
-            }
-            reader.enableReturningBatches();
+            reader = FilteredOpen.open(file, schema, split.filter, split.hadoop);
         }
 
         @Override
