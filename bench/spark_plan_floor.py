@@ -1,7 +1,8 @@
 """What planning a read costs on the installed PySpark (not a test): a plain Python data source of two constant rows
 (the floor any Python data source pays per round trip to the driver's Python planner) against a `managed` table's
-read of a compacted table, planned only and run into Spark's `noop` sink, with Spark's own Parquet scan of the same
-rows and a trivial Spark job for scale.
+read of a compacted table, planned only and run into Spark's `noop` sink, and of the same rows in four sorted runs
+per bucket (every split merged), `format("managed").load()` alone and planned, with Spark's own Parquet scan of the
+same rows and a trivial Spark job for scale.
 
     python bench/spark_plan_floor.py [--rows 4000000]          # run it with each PySpark's venv to compare
 
@@ -78,6 +79,9 @@ def main() -> None:
                      "c": pa.array(np.char.add("v", (ids % 100_000).astype(str)))}, schema=schema)
     t.write(rows)
     t.compact(full=True)
+    runs = cat.create_table("db.runs", schema, primary_key=["id"], options={"bucket": "2", "write-only": "true"})
+    for part in range(4):   # four sorted runs per bucket, each spanning the keys: every split needs a merge
+        runs.write(rows.slice(part * n // 4, n // 4))
     pq.write_table(rows, work / "plain.parquet", row_group_size=65_536)
     spark = tablestore.spark.local_session("spark-plan-floor", conf={"spark.sql.catalog.managed.warehouse":
                                                                      str(work / "wh")})
@@ -96,7 +100,14 @@ def main() -> None:
         "python source: load() and plan": lambda: planned(spark.read.format("constant_floor").load()),
         "managed: SELECT * plan": lambda: planned(spark.sql("SELECT * FROM managed.db.t")),
         "managed: 1% range plan": lambda: planned(spark.sql(f"SELECT * FROM managed.db.t WHERE id < {bound}")),
+        "managed: format load()": lambda: spark.read.format("managed").option("warehouse", str(work / "wh"))
+        .load("db.t"),
+        "managed: format load() and plan": lambda: planned(spark.read.format("managed")
+                                                           .option("warehouse", str(work / "wh")).load("db.t")),
         "managed: SELECT * -> noop": lambda: noop(spark.sql("SELECT * FROM managed.db.t")),
+        "managed, 4 runs: SELECT * -> noop": lambda: noop(spark.sql("SELECT * FROM managed.db.runs")),
+        "managed, 4 runs: 1% range -> noop": lambda: noop(spark.sql(f"SELECT * FROM managed.db.runs "
+                                                                    f"WHERE id < {bound}")),
         "managed: 1% range -> noop": lambda: noop(spark.sql(f"SELECT * FROM managed.db.t WHERE id < {bound}")),
         "spark parquet: scan -> noop": lambda: noop(spark.read.parquet(str(work / "plain.parquet"))),
         "spark parquet: 1% range -> noop": lambda: noop(spark.read.parquet(str(work / "plain.parquet"))

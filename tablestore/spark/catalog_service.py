@@ -84,6 +84,15 @@ def plan_read(args: Mapping[str, Any]) -> dict[str, Any] | None:
     return plan_in_service(args)
 
 
+def source_schema(args: Mapping[str, Any]) -> str:
+    """The `managed` data source's schema for a batch read's or a write's options ("options"), what the Python
+    source's `schema()` answers (datasource.schema_of, its option checks included), as Spark's JSON: the JVM
+    provider asks here rather than start a Python worker for it (PySpark 4.1: about 0.1 s)."""
+    from tablestore.spark.datasource import schema_of
+
+    return schema_of({str(k): str(v) for k, v in dict(args["options"]).items()}).json()
+
+
 def list_tables(args: Mapping[str, Any]) -> list[str]:
     return table_catalog(args).list_tables(_namespace(args))
 
@@ -99,6 +108,7 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "load_table": load_table,
     "record_log_published": record_log_published,
     "plan_read": plan_read,
+    "source_schema": source_schema,
     "drop_table": drop_table,
     "alter_table": alter_table,
     "ping": lambda args: "pong",
