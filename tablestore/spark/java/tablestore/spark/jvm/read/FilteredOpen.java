@@ -37,6 +37,20 @@ final class FilteredOpen {
     }
 
     /**
+     * Hadoop's default settings, read once per JVM: a new {@code Configuration} parses its default resources again
+     * when first read (milliseconds, for each file a merged split opens); each open copies these instead.
+     */
+    private static final class Defaults {
+        static final Configuration CONF = loaded();
+
+        private static Configuration loaded() {
+            Configuration conf = new Configuration();
+            conf.size();   // parses the resources now
+            return conf;
+        }
+    }
+
+    /**
      * {@code file} opened by Spark's vectorized Parquet reader for {@code columns} (their types checked against the
      * file's), returning batches, skipping what {@code filter} (null: nothing) rules out; a remote file's file system
      * opened with {@code hadoop} first.
@@ -68,7 +82,7 @@ final class FilteredOpen {
 
     static void initialize(VectorizedParquetRecordReader reader, String file, StructType schema,
             FilterPredicate filter, Map<String, String> hadoop) throws IOException {
-        Configuration conf = new Configuration();
+        Configuration conf = new Configuration(Defaults.CONF);
         if (hadoop != null) {
             hadoop.forEach(conf::set);
         }
