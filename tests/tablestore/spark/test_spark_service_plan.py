@@ -148,3 +148,18 @@ def test_each_query_of_one_dataframe_is_planned_with_its_own_filters(
         assert df.filter("id >= 1500").count() == 500
         assert df.count() == 2000
         assert SERVICE in _plan(df.filter("id < 100"))   # one sorted run in range: planned by the service
+
+
+def test_format_load_gives_the_schema_the_sql_catalog_gives_and_sees_a_new_column(
+        spark: Any, spark_warehouse: Path) -> None:
+    """`format("managed").load()` takes its schema from the catalog service (the Python source's function): the
+    same as the SQL catalog's, nullability included, and a column added since is there at the next load."""
+    table = _table(spark_warehouse)
+    table.write(_rows(0, 10))
+    df = spark.read.format("managed").load(table.name)
+    assert df.schema == spark.table(f"managed.{table.name}").schema
+    assert [f.nullable for f in df.schema.fields][:2] == [False, False]
+    spark.sql(f"ALTER TABLE managed.{table.name} ADD COLUMNS (extra STRING)")
+    again = spark.read.format("managed").load(table.name)
+    assert again.schema.fieldNames() == [*SCHEMA.names, "extra"]
+    assert again.where("extra IS NULL").count() == 10
