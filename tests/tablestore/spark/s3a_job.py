@@ -1,6 +1,7 @@
 """A Spark job on an S3 warehouse whose session has Hadoop's S3A (tablestore/spark/s3a.py adds it): the JVM writer
-writes the bucket, Spark's Parquet reader reads the splits that need no merge from it (the raw-split reader), and a
-streaming query keeps its checkpoint in the bucket and resumes from it. Prints one JSON line of what it saw;
+writes the bucket, Spark's Parquet reader reads the splits that need no merge from it (the raw-split reader), a
+streaming query keeps its checkpoint in the bucket and resumes from it, and the buckets of several runs it leaves are
+merged in the JVM. Prints one JSON line of what it saw;
 tests/tablestore/spark/test_spark_s3a.py checks it.
 
     python s3a_job.py WAREHOUSE OPTIONS_JSON WORK_DIR
@@ -81,6 +82,12 @@ def main(warehouse: str, options: dict[str, str], work: Path) -> dict[str, objec
         counts.append(spark.read.format("managed").load("db.t").count())
     seen["stream_counts"] = counts
     seen["appends"] = sum(s.kind == "APPEND" for s in catalog.get_table("db.t").snapshots())
+    # three sorted runs per bucket now: merged in the JVM, each run's files opened on S3A
+    merged = spark.sql("SELECT id, v FROM managed.db.t WHERE id >= 4990")
+    seen["merged_in_jvm"] = "merged in the JVM" in _plan(merged) and "0 merged in the JVM" not in _plan(merged)
+    library = catalog.get_table("db.t").read()
+    seen["merged_equals_library"] = _rows(merged) == sorted(
+        [r["id"], r["v"]] for r in library.to_pylist() if r["id"] >= 4990)
     spark.stop()
     return seen
 

@@ -92,6 +92,7 @@ def test_the_jvm_writes_and_reads_an_s3_warehouse_and_keeps_checkpoints_there(
     assert seen["range_equals_raw"] and seen["raw_equals_library"] and seen["rows"] == 5000
     assert seen["sql_columnar"] and seen["sql_equals"]
     assert seen["stream_counts"] == [5100, 5200] and seen["appends"] == 3   # one write + one batch per run
+    assert seen["merged_in_jvm"] and seen["merged_equals_library"]   # read/MergeSplits.java on S3A
     fs = s3_server.fs()
     checkpoint = s3_warehouse.split("://", 1)[1] + "/_checkpoints/stream"
     assert _names(fs.ls(f"{checkpoint}/commits")) == ["0", "1"]
