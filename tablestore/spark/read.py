@@ -13,8 +13,8 @@
    in the option `RAW_PLAN_OPTION`. `partitions` then leaves out the splits Spark's own vectorized Parquet reader
    can read as they are (`SplitRead.plain_files`: one sorted run, no deletes; Parquet files on
    the local disk, or on S3 (below); flat column types whose Parquet reading gives the table's Spark types) and
-   writes them to that file as JSON: `{"python_partitions": n, "columns": [...], "raw": [[file path, ...] per
-   split, in key order]}`. The JVM
+   writes them to that file as JSON: `{"python_partitions": n, "raw": [[file path, ...] per split, in key
+   order]}` (the JVM reads them with the scan's columns). The JVM
    reads those splits itself (jvm/read/RawSplits.java, `RawSplitReader`) and the other `n` through this reader.
    A query's filters go to the JVM's reader as a Parquet predicate (jvm/read/ParquetPredicates.java), which skips
    the row groups and pages their statistics rule out (files are sorted by key: a key range reads a few), and
@@ -144,7 +144,7 @@ def raw_plan(store: "FileStore", ref: TableRef, table_schema: pa.Schema, splits:
     """Step 4: the raw-plan document of `splits` (a scan of `table_schema`'s columns), and the splits left for
     Python to read."""
     raw, merged, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
-    plan: dict[str, Any] = {"python_partitions": len(rest), "columns": table_schema.names, "raw": raw}
+    plan: dict[str, Any] = {"python_partitions": len(rest), "raw": raw}
     if merged:
         plan["merge"] = merged
         plan["keys"] = list(store.schema.key_columns)

@@ -25,13 +25,15 @@ def test_the_suite_checks_every_handover() -> None:
 
 
 GOOD = {
-    "raw-plan": {"python_partitions": 1, "columns": ["id", "v"], "raw": [["/wh/db/t/bucket-0/data-0.parquet"]]},
+    "raw-plan": {"python_partitions": 1, "raw": [["/wh/db/t/bucket-0/data-0.parquet"]],
+                 "merge": [[["/wh/db/t/bucket-1/data-2.parquet"], ["/wh/db/t/bucket-1/data-1.parquet"]]],
+                 "keys": ["id"]},
     "jvm-task-commit": {"task": 0, "bucket": 0, "rows": 10, "files": ["data-1.parquet"]},
     "predicates": [{"op": "=", "args": [{"ref": ["dt"]}, {"lit": "2024-01-01", "type": "string"}]}],
     "jvm-write-plan": {"usable": False, "reason": "table 'db.t': a partitioned table"},
 }
 BAD = {
-    "raw-plan": ({"python_partitions": -1, "columns": [], "raw": []}, "python_partitions"),
+    "raw-plan": ({"python_partitions": -1, "raw": []}, "python_partitions"),
     "jvm-task-commit": ({"task": 0, "bucket": 0, "rows": 10, "files": "data-1.parquet"}, "files"),
     "predicates": ([{"op": "=", "args": [{"column": "dt"}]}], "0/args/0"),
     "jvm-write-plan": ({"usable": True, "reason": "x"}, "usable"),
