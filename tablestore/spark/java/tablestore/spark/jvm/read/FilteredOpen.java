@@ -53,11 +53,12 @@ final class FilteredOpen {
     /**
      * {@code file} opened by Spark's vectorized Parquet reader for {@code columns} (their types checked against the
      * file's), returning batches, skipping what {@code filter} (null: nothing) rules out; a remote file's file system
-     * opened with {@code hadoop} first.
+     * opened with {@code hadoop} first unless {@code opened} (the caller opened it for an earlier file of its split:
+     * the files of a split share their warehouse).
      */
     static VectorizedParquetRecordReader open(String file, StructType columns, FilterPredicate filter,
-                                              HashMap<String, String> hadoop) throws IOException {
-        if (HadoopFiles.remote(file)) {
+                                              HashMap<String, String> hadoop, boolean opened) throws IOException {
+        if (!opened && HadoopFiles.remote(file)) {
             HadoopFiles.open(file, hadoop);   // the reader opens it with a bare Configuration: cache its file system
         }
         VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, 4096);

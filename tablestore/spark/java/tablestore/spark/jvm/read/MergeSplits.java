@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
+import java.util.stream.IntStream;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.parquet.filter2.predicate.FilterPredicate;
@@ -23,12 +24,10 @@ import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.mirror.Contract;
 
 /**
@@ -132,6 +131,7 @@ final class MergeSplits {
         private final String[] files;
         private int nextFile;
         private VectorizedParquetRecordReader reader;
+        private boolean opened;   // the file system of its files (see FilteredOpen.open)
         ColumnarBatch batch;
         ColumnVector[] keys;
         ColumnVector seq;
@@ -159,7 +159,8 @@ final class MergeSplits {
                         live = false;
                         return false;
                     }
-                    reader = FilteredOpen.open(files[nextFile++], split.columns, split.filter, split.hadoop);
+                    reader = FilteredOpen.open(files[nextFile++], split.columns, split.filter, split.hadoop, opened);
+                    opened = true;
                 }
                 if (reader.nextKeyValue()) {
                     batch = (ColumnarBatch) reader.getCurrentValue();
@@ -193,7 +194,6 @@ final class MergeSplits {
     static final class Reader implements PartitionReader<InternalRow> {
         private final Run[] runs;
         private final KeyOrder[] orders;
-        private final int width;
         private final int[] ties;
         private Run winner;
         private final ProjectingInternalRow view;
@@ -207,17 +207,9 @@ final class MergeSplits {
             for (int k = 0; k < orders.length; k++) {
                 orders[k] = order(split.columns.fields()[split.keys[k]].dataType());
             }
-            width = split.width;
             ties = new int[runs.length];
-            List<Object> ordinals = new ArrayList<>();
-            StructType out = new StructType();
-            for (int i = 0; i < width; i++) {
-                ordinals.add(i);
-                StructField f = split.columns.fields()[i];
-                out = out.add(f);
-            }
-            view = new ProjectingInternalRow(out,
-                scala.jdk.javaapi.CollectionConverters.asScala(ordinals).toIndexedSeq());
+            StructType out = new StructType(Arrays.copyOf(split.columns.fields(), split.width));
+            view = RawSplits.Projected.view(out, IntStream.range(0, split.width).toArray());
         }
 
         private int compare(Run a, Run b) {

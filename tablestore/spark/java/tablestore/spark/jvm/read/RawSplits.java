@@ -314,12 +314,17 @@ public final class RawSplits {
 
         Projected(PartitionReader<InternalRow> rows, StructType schema, int[] projection) {
             this.rows = rows;
-            List<Object> ordinals = new ArrayList<>();
-            for (int o : projection) {
-                ordinals.add(o);
+            this.view = view(schema, projection);
+        }
+
+        /** A reusable view of a row's fields at {@code ordinals}, as {@code schema}'s. */
+        static ProjectingInternalRow view(StructType schema, int[] ordinals) {
+            List<Object> boxed = new ArrayList<>();
+            for (int o : ordinals) {
+                boxed.add(o);
             }
-            this.view = new ProjectingInternalRow(schema,
-                scala.jdk.javaapi.CollectionConverters.asScala(ordinals).toIndexedSeq());
+            return new ProjectingInternalRow(schema,
+                scala.jdk.javaapi.CollectionConverters.asScala(boxed).toIndexedSeq());
         }
 
         @Override
@@ -346,6 +351,7 @@ public final class RawSplits {
         private int next;
         private VectorizedParquetRecordReader reader;
         private ColumnarBatch batch;
+        private boolean opened;   // the file system of its files (see FilteredOpen.open)
 
         RawSplitReader(RawSplit split, StructType schema) {
             this.split = split;
@@ -371,7 +377,8 @@ public final class RawSplits {
         }
 
         private void open(String file) throws IOException {
-            reader = FilteredOpen.open(file, schema, split.filter, split.hadoop);
+            reader = FilteredOpen.open(file, schema, split.filter, split.hadoop, opened);
+            opened = true;
         }
 
         @Override
