@@ -165,8 +165,8 @@ LOG_KEY_FORMAT: ConfigOption[str] = ConfigOption(
 )
 LOG_CHANGELOG_MODE: ConfigOption[str] = ConfigOption(
     "log.changelog-mode", "enum", "auto",
-    "`all`: the log stores every change including UPDATE_BEFORE. `upsert`: no UPDATE_BEFORE is stored and readers "
-    "normalize by key. `auto`: upsert for tables with a primary key, all otherwise.",
+    "`all`: every change is stored, UPDATE_BEFORE too (docs/logstore.md). `upsert`: no UPDATE_BEFORE is stored "
+    "and readers normalize by key. `auto`: upsert for tables with a primary key, all otherwise.",
     choices=("auto", "upsert", "all"),
 )
 LOG_CONSISTENCY: ConfigOption[str] = ConfigOption(

@@ -10,7 +10,7 @@ The protocol (docs/design.md, "The log produced by the executors"):
    (table, N's commit user, b) starts, fencing any earlier attempt of that bucket (its open transaction is
    aborted); the marker of (topic, commit user) for partition b says whether an earlier attempt of this commit
    already committed: then its end offset is the answer. Otherwise N's changes in bucket b (`log_changes`: its
-   files read back, or for a table whose rows merge, its merged changes) go into one transaction with the marker
+   files read back, or for a table whose rows merge or whose log stores UPDATE_BEFORE, the snapshot's changelog) go into one transaction with the marker
    (Kafka's transactional offset commit: offset after the records, metadata = the commit identifier), which commits.
    The task returns the offset after the records.
 3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
@@ -166,7 +166,7 @@ def _publish(store: FileStore, log: logstore.LogStore, plan: PublishPlan, bucket
             if published is not None and marked is not None and marked > published:
                 raise _Superseded(f"bucket {bucket}'s marker names commit {marked}, which another process published "
                                   f"after this process's producer published commit {published}")
-        for changes, buckets in log_changes(store, store.snapshots.get(plan.snapshot_id), bucket):
+        for changes, buckets in log_changes(store, log, store.snapshots.get(plan.snapshot_id), bucket):
             writer.write(changes, buckets)
         end = writer.prepare().get(bucket)
         if end is None:
@@ -207,17 +207,27 @@ def merges_rows(store: FileStore) -> bool:
     return store.schema.has_primary_key and not store.options.merge_engine.is_default
 
 
-def log_changes(store: FileStore, snapshot: Snapshot, bucket: int | None = None
+def diffs_snapshots(store: FileStore, log: logstore.LogStore) -> bool:
+    """Whether a commit's log, when it is made from the commit's files (a write prepared elsewhere, a log produced
+    after its snapshot or again after a lost transaction), is the snapshot's changelog (`log_changes`) rather than
+    the files' records: for a table whose rows merge, and for a primary-key table whose log stores UPDATE_BEFORE
+    (`log.changelog-mode` = all), since a data file keeps no `-U` row and stores a `+U` as an addition like a
+    `+I`. A writer that holds the rows it was given (TableWriter.write) produces them as given instead."""
+    return merges_rows(store) or (store.schema.has_primary_key and log.options.changelog_mode == "all")
+
+
+def log_changes(store: FileStore, log: logstore.LogStore, snapshot: Snapshot, bucket: int | None = None
                 ) -> Iterator[tuple[pa.Table, np.ndarray]]:
     """The log records of a data snapshot (in `bucket`, or all), with the bucket of each: the one rule of what a
-    table's log holds. A table that only deduplicates gets the records of the files the snapshot adds
-    (tablestore.prepared.changes_of: what its writers wrote, merged within each file). A table that merges rows
-    otherwise (`merges_rows`) gets the merged result's changelog: each touched bucket merge-read as of the
-    snapshot before and as of this one, and compared by key (tablestore.snapshot_changes): `+I` for a new key,
-    `-U` (the old merged row) then `+U` (the new one) for a changed key, `-D` for a removed one, nothing for a key
-    whose merged row did not change (a partial update that changes nothing, a first-row duplicate)."""
+    table's log holds when it is made from a commit's files. A table that only deduplicates, with a log that
+    stores no UPDATE_BEFORE, gets the records of the files the snapshot adds (tablestore.prepared.changes_of: what
+    its writers wrote, merged within each file). Otherwise (`diffs_snapshots`) it gets the snapshot's changelog:
+    each touched bucket merge-read as of the snapshot before and as of this one, and compared by key
+    (tablestore.snapshot_changes): `+I` for a new key, `-U` (the old merged row) then `+U` (the new one) for a
+    changed key, `-D` for a removed one, nothing for a key whose merged row did not change (a partial update that
+    changes nothing, a first-row duplicate, a row rewritten unchanged)."""
     messages = [m for m in filestore.added_by(store.context, snapshot) if bucket is None or m.bucket == bucket]
-    if not merges_rows(store):
+    if not diffs_snapshots(store, log):
         yield from changes_of(store.context, messages)
         return
     parent = None

@@ -28,7 +28,9 @@ tasks: step 1 done there, step 2 produces the changes read back from those files
 commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot. A table whose rows
 merge otherwise than by deduplication logs its merged changes (log_publish.log_changes), which exist only after step
-3: its snapshot is published with its log pending, then produced (`_publish_logs`).
+3: its snapshot is published with its log pending, then produced (`_publish_logs`). So is the log of a commit
+prepared elsewhere when the log stores UPDATE_BEFORE (`log.changelog-mode` = all on a primary-key table): its
+files keep no `-U`, so its log is the snapshot's changelog (log_publish.diffs_snapshots).
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
 from __future__ import annotations
@@ -71,6 +73,8 @@ class TableWriter:
         self._transactional_id = transactional_id or f"tablestore-{self.commit_user}"
         self._log_writer: logstore.LogWriter | None = None
         self._merged_log = target.log is not None and log_publish.merges_rows(self._store)   # logged after the snapshot
+        # a prepared commit's log is its snapshot's changelog (log_publish.diffs_snapshots): logged after the snapshot
+        self._diffed_log = target.log is not None and log_publish.diffs_snapshots(self._store, target.log)
         self._closed = False
 
     # -- writing ---------------------------------------------------------------------------------
@@ -160,10 +164,10 @@ class TableWriter:
             latest = self._store.snapshots.latest()
             if log and (latest is None or done not in latest.log_pending):
                 self.recover_log(done)
-            elif log and self._merged_log and not defer_log:
+            elif log and self._diffed_log and not defer_log:
                 self._publish_logs(done)   # that attempt's log is still pending: published here
             return done
-        log_here = self._merged_log and log and overwrite is None and not defer_log
+        log_here = self._diffed_log and log and overwrite is None and not defer_log
         deferred = (defer_log or log_here) and log and overwrite is None and self.target.log is not None
         log_writer = None
         if log and overwrite is None and self.target.log is not None and not deferred:
@@ -216,7 +220,7 @@ class TableWriter:
             return False
         log.warning("table %s: snapshot %s is missing from the log (its transaction was lost): producing it again",
                     self.target.name, snapshot_id)
-        for changes, buckets in log_publish.log_changes(self._store, snapshot):
+        for changes, buckets in log_publish.log_changes(self._store, log_store, snapshot):
             writer.write(changes, buckets)
         try:
             offsets = writer.prepare()

@@ -206,21 +206,28 @@ def test_update_sets_columns_and_refuses_a_key_column(spark: Any, db: str, spark
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("mode", ["auto", "all"])
 def test_the_log_gets_the_changelog_of_merge_and_update(spark: Any, db: str, spark_warehouse: Path,
-                                                        kafka_bootstrap: str) -> None:
+                                                        kafka_bootstrap: str, mode: str) -> None:
+    """`auto` (upsert) stores no -U, readers rebuild it; `all` stores the old rows too (as the format writes a
+    retraction: debezium-json's `d` with `before`), though the table's files keep no -U."""
     key = "spark.sql.catalog.managed.table-storage.log.properties.bootstrap.servers"
     spark.sql(f"SET `{key}` = `{kafka_bootstrap}`")
     try:
-        spark.sql(T.format(table=f"{db}.logged"))
+        spark.sql(T.format(table=f"{db}.logged").replace("'bucket' = '2'",
+                                                         f"'bucket' = '2', 'log.changelog-mode' = '{mode}'"))
     finally:
         spark.conf.unset(key)
     spark.sql(f"INSERT INTO managed.{db}.logged VALUES (1, 'a', 'x', 1), (2, 'b', 'y', 2), (3, 'a', 'z', 3)")
     table = tablestore.Catalog(str(spark_warehouse)).get_table(f"{db}.logged")
 
-    def changes_since(ms: int) -> list[tuple[Any, ...]]:
-        got = [r for b in table.read_changes(scan="from-timestamp", timestamp_ms=ms, timeout_s=1.0)
-               for r in b.to_pylist()]
+    def changes_since(ms: int, normalize: bool = True) -> list[tuple[Any, ...]]:
+        got = [r for b in table.read_changes(scan="from-timestamp", timestamp_ms=ms, timeout_s=1.0,
+                                             normalize=normalize) for r in b.to_pylist()]
         return sorted((r["_row_kind"], r["id"], r["dt"], r["v"], r["n"]) for r in got)
+
+    def signed(changes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:   # a retraction (-) or an addition (+)
+        return sorted((c[0][0], *c[1:]) for c in changes)
 
     time.sleep(0.05)
     merge_start = int(time.time() * 1000)
@@ -228,13 +235,20 @@ def test_the_log_gets_the_changelog_of_merge_and_update(spark: Any, db: str, spa
               "AS s(id, dt, v, n)").createOrReplaceTempView("changes")
     spark.sql(f"MERGE INTO managed.{db}.logged t USING changes s ON t.id = s.id AND t.dt = s.dt "
               "WHEN MATCHED AND s.n = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
-    assert changes_since(merge_start) == sorted([
-        ("-U", 1, "a", "x", 1), ("+U", 1, "a", "X", 10), ("-D", 2, "b", "y", 2), ("+I", 4, "b", "new", 4)])
+    merged = [("-U", 1, "a", "x", 1), ("+U", 1, "a", "X", 10), ("-D", 2, "b", "y", 2), ("+I", 4, "b", "new", 4)]
+    assert changes_since(merge_start) == sorted(merged)
+    stored = signed(changes_since(merge_start, normalize=False))
+    if mode == "all":   # the log as stored holds the old row of the update
+        assert stored == signed(merged)
+    else:   # upsert: no old row of an update is stored
+        assert stored == signed([("+U", 1, "a", "X", 10), ("-D", 2, "b", "y", 2), ("+I", 4, "b", "new", 4)])
     time.sleep(0.05)
     update_start = int(time.time() * 1000)
     spark.sql(f"UPDATE managed.{db}.logged SET n = n + 1 WHERE id IN (3, 4)")
-    assert changes_since(update_start) == sorted([
-        ("-U", 3, "a", "z", 3), ("+U", 3, "a", "z", 4), ("-U", 4, "b", "new", 4), ("+U", 4, "b", "new", 5)])
+    updated = [("-U", 3, "a", "z", 3), ("+U", 3, "a", "z", 4), ("-U", 4, "b", "new", 4), ("+U", 4, "b", "new", 5)]
+    assert changes_since(update_start) == sorted(updated)
+    if mode == "all":
+        assert signed(changes_since(update_start, normalize=False)) == signed(updated)
 
 
 class Held:
