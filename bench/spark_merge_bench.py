@@ -6,8 +6,8 @@ table's native upsert), same session, local[2].
 At --scale 1: a primary-key table of 1M rows (id, a, b, c) takes 500k changes: 30% updates of existing keys, 5%
 deletes of existing keys, 65% inserts of new keys (a Parquet file, a temporary view `src` with a column `op`).
 - merge: `MERGE INTO managed.bench.t t USING src s ON t.id = s.id WHEN MATCHED AND s.op = 'd' THEN DELETE
-  WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *` (the join reads the target; the write gets -U/+U,
-  -D and +I rows);
+  WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *` (the join reads the target; the write gets +U,
+  -D and +I rows; before 2026-11-28 a -U row too per update);
 - floor: the same changes as `+U` / `-D` / `+I` rows of `src` written with `format("managed")` (no join, no old
   rows: what a writer that already knows the changes does).
 Each run into a fresh copy of the 1M-row table (made untimed before it); the runs of the two kinds interleaved

@@ -60,9 +60,9 @@ import scala.Tuple2;
  * <pre>
  *   target at the pinned snapshot (+ a marker)  JOIN  source (+ a marker) [+ its rows per key value]  ON the key
  *     [a matched row whose key value has more than one source row: an error naming the key]
- *     Expand: per joined row the change of the first WHEN clause that holds, as rows of (columns, _row_kind):
- *             MATCHED / NOT MATCHED BY SOURCE ... UPDATE: -U (old row), +U (new row); ... DELETE: -D (old row);
- *             NOT MATCHED ... INSERT: +I; no clause: no row
+ *     Project: per joined row the change of the first WHEN clause that holds, as a row of (columns, _row_kind):
+ *             MATCHED / NOT MATCHED BY SOURCE ... UPDATE: +U (new row); ... DELETE: -D (old row);
+ *             NOT MATCHED ... INSERT: +I; no clause: no row (no -U: {@link RowLevelRewrite} says why)
  * </pre>
  * The join is inner with WHEN MATCHED clauses only, the target's outer side with WHEN NOT MATCHED (an insert),
  * the source's with WHEN NOT MATCHED BY SOURCE, full with both; a shuffled hash join built on the source's side,
@@ -235,16 +235,16 @@ final class MergePlan {
         return new Filter(new If(duplicate, fail, Literal.TrueLiteral()), rows);
     }
 
-    /** The WHEN clauses as the two projections of the Expand (first the old row or insert, then the new row). */
+    /**
+     * The WHEN clauses as one projection: per joined row, the change of the first clause that holds (a CASE over
+     * the clauses in order, for the kind and for each column), or no row.
+     */
     private static final class Clauses {
         private final RowLevelRewrite.Target target;
         private final Map<String, Expression> bound;
         private final List<Attribute> columns;
-        private final List<Tuple2<Expression, Expression>> firstKind = new ArrayList<>();
-        private final List<Tuple2<Expression, Expression>> secondKind = new ArrayList<>();
-        private final List<List<Tuple2<Expression, Expression>>> firstValues = new ArrayList<>();
-        private final List<List<Tuple2<Expression, Expression>>> secondValues = new ArrayList<>();
-        private boolean updates = false;
+        private final List<Tuple2<Expression, Expression>> kinds = new ArrayList<>();
+        private final List<List<Tuple2<Expression, Expression>>> values = new ArrayList<>();
         Expression isMatched;
         Expression isNotMatched;
         Expression isBySource;
@@ -252,31 +252,34 @@ final class MergePlan {
         Clauses(RowLevelRewrite.Target target, Map<String, Expression> bound) {
             this.target = target;
             this.bound = bound;
-            this.columns = target.columns();
+            // as the join outputs them, where an outer join may have nulled them: declared nullable, so that the
+            // write's resolution checks the NOT NULL columns (Spark updates the nullability only after it)
+            this.columns = new ArrayList<>();
+            for (Attribute column : target.columns()) {
+                columns.add(column.withNullability(true));
+            }
             for (int i = 0; i < columns.size(); i++) {
-                firstValues.add(new ArrayList<>());
-                secondValues.add(new ArrayList<>());
+                values.add(new ArrayList<>());
             }
         }
 
         void add(MergeAction action, Expression kind, String clause) {
             Expression when = action.condition().isDefined() ? new And(kind, action.condition().get()) : kind;
-            Literal none = Catalyst.nullOf(DataTypes.StringType);
             if (action instanceof DeleteAction) {
-                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("-D")));
-                secondKind.add(new Tuple2<>(when, none));
+                kinds.add(new Tuple2<>(when, RowLevelRewrite.kind("-D")));
+                for (int i = 0; i < columns.size(); i++) {   // the old row
+                    values.get(i).add(new Tuple2<>(when, columns.get(i)));
+                }
             } else if (action instanceof UpdateAction u) {
                 Map<String, Expression> set = target.assigned(Catalyst.list(u.assignments()),
                     kind == isMatched ? bound : Map.of(), clause + " ... UPDATE SET");
-                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("-U")));
-                secondKind.add(new Tuple2<>(when, RowLevelRewrite.kind("+U")));
-                for (int i = 0; i < columns.size(); i++) {
+                kinds.add(new Tuple2<>(when, RowLevelRewrite.kind("+U")));
+                for (int i = 0; i < columns.size(); i++) {   // the new row: the old values where not set
                     Attribute column = columns.get(i);
                     Expression value = set.get(column.name().toLowerCase(Locale.ROOT));
-                    secondValues.get(i).add(new Tuple2<>(when,
+                    values.get(i).add(new Tuple2<>(when,
                         value == null ? column : Catalyst.cast(value, column.dataType())));
                 }
-                updates = true;
             } else if (action instanceof InsertAction ins) {
                 Map<String, Expression> set = new LinkedHashMap<>();
                 for (var a : Catalyst.list(ins.assignments())) {
@@ -284,12 +287,11 @@ final class MergePlan {
                         set.put(key.name().toLowerCase(Locale.ROOT), a.value());
                     }
                 }
-                firstKind.add(new Tuple2<>(when, RowLevelRewrite.kind("+I")));
-                secondKind.add(new Tuple2<>(when, none));
+                kinds.add(new Tuple2<>(when, RowLevelRewrite.kind("+I")));
                 for (int i = 0; i < columns.size(); i++) {
                     Attribute column = columns.get(i);
                     Expression value = set.get(column.name().toLowerCase(Locale.ROOT));
-                    firstValues.get(i).add(new Tuple2<>(when,
+                    values.get(i).add(new Tuple2<>(when,
                         value == null ? Catalyst.nullOf(column.dataType()) : Catalyst.cast(value, column.dataType())));
                 }
             } else {
@@ -297,28 +299,21 @@ final class MergePlan {
             }
         }
 
-        /** The change rows of {@code rows}: the Expand of both projections, rows of no clause dropped. */
+        /** The change rows of {@code rows}: the projection, rows of no clause dropped. */
         LogicalPlan plan(LogicalPlan rows) {
-            List<Attribute> output = new ArrayList<>();
-            List<Expression> first = new ArrayList<>();
-            List<Expression> second = new ArrayList<>();
+            List<NamedExpression> out = new ArrayList<>();
             for (int i = 0; i < columns.size(); i++) {
                 Attribute column = columns.get(i);
-                output.add(Catalyst.attribute(column.name(), column.dataType()));
-                first.add(caseWhen(firstValues.get(i), column));
-                second.add(caseWhen(secondValues.get(i), column));
+                out.add(Catalyst.alias(caseWhen(values.get(i), column), column.name()));
             }
-            Attribute kind = Catalyst.attribute(ManagedScan.ROW_KIND, DataTypes.StringType);
-            output.add(kind);
-            first.add(caseWhen(firstKind, null));
-            second.add(caseWhen(secondKind, null));
-            List<List<Expression>> projections = updates ? List.of(first, second) : List.of(first);
-            return new Filter(new IsNotNull(kind), RowLevelRewrite.changeRows(projections, output, rows));
+            Alias kind = Catalyst.alias(caseWhen(kinds, null), ManagedScan.ROW_KIND);
+            out.add(kind);
+            return new Filter(new IsNotNull(kind.toAttribute()), new Project(Catalyst.seq(out), rows));
         }
 
         private static Expression caseWhen(List<Tuple2<Expression, Expression>> branches, Expression otherwise) {
             if (branches.isEmpty()) {
-                return otherwise;
+                return otherwise == null ? Catalyst.nullOf(DataTypes.StringType) : otherwise;
             }
             return new CaseWhen(Catalyst.seq(branches), Option.apply(otherwise));
         }

@@ -10,12 +10,13 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
 import org.apache.spark.sql.catalyst.plans.logical.Assignment;
-import org.apache.spark.sql.catalyst.plans.logical.Expand;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -29,9 +30,13 @@ import tablestore.spark.jvm.mirror.Contract;
  * <ol>
  *   <li>The table's latest snapshot S when the statement was analyzed is pinned: the rewritten plan reads the
  *       target at S ({@link ManagedTable#readingSnapshot}).</li>
- *   <li>The plan computes the statement's changes as rows of {@link RowChangesTable}: {@code -U} (the old row, read
- *       by the plan's own target read) then {@code +U} (the new row) per updated row, {@code -D} (the old row) per
- *       deleted one, {@code +I} per inserted one ({@link MergePlan} for MERGE: one join of target and source).</li>
+ *   <li>The plan computes the statement's changes as rows of {@link RowChangesTable}: {@code +U} (the new row) per
+ *       updated row, {@code -D} (the old row, read by the plan's own target read) per deleted one, {@code +I} per
+ *       inserted one ({@link MergePlan} for MERGE: one join of target and source). No {@code -U} row: on the
+ *       tables these statements accept it changes neither the table (the {@code +U} replaces the key's row) nor
+ *       its log, which in {@code upsert} mode stores no {@code -U} and in {@code all} mode is the snapshot's
+ *       changelog (tablestore/log_publish.py, diffs_snapshots), with the old rows; readers of the changelog get
+ *       {@code -U} then {@code +U} either way.</li>
  *   <li>The rows go through the table's write (one writer per bucket; rows of a key keep their order) with the
  *       write option {@value #PLANNED_SNAPSHOT_OPTION} = S: the Python writer writes on top of S and its one commit
  *       fails with ConcurrentUpdateError, nothing committed, if a data commit since S touched a bucket it writes
@@ -84,10 +89,10 @@ final class RowLevelRewrite extends Rule<LogicalPlan> {
             if (!engine.equals("deduplicate") || t.properties().containsKey("sequence.field")) {
                 throw target.error("its merge-engine is " + engine
                     + (t.properties().containsKey("sequence.field") ? " with a sequence.field" : "") + ": "
-                    + statement + " writes each changed row's old row (-U, -D) before its new one, which only "
-                    + "merge-engine deduplicate without a sequence.field applies as a replacement (the others merge "
-                    + "or refuse retractions, and a sequence.field could order the new row before the old one's "
-                    + "retraction); write the new rows with INSERT INTO instead");
+                    + statement + " writes each updated row whole (+U) and each deleted one as a retraction (-D), "
+                    + "which only merge-engine deduplicate without a sequence.field applies as a replacement (the "
+                    + "others merge rows or refuse retractions, and a sequence.field could order a new row before "
+                    + "an older one); write the new rows with INSERT INTO instead");
             }
             return target;
         }
@@ -203,33 +208,20 @@ final class RowLevelRewrite extends Rule<LogicalPlan> {
         }
     }
 
-    /** The old row's -U and the new row's +U for each row {@code WHERE} selects. */
+    /** The new row's +U for each row {@code WHERE} selects (see the class comment for why no -U). */
     private static LogicalPlan update(UpdateTable u, Target target) {
         Map<String, Expression> set = target.assigned(Catalyst.list(u.assignments()), Map.of(), "SET");
         LogicalPlan rows = target.pinned();
         if (u.condition().isDefined()) {
             rows = new Filter(u.condition().get(), rows);
         }
-        List<Expression> before = new ArrayList<>();
-        List<Expression> after = new ArrayList<>();
-        List<Attribute> output = new ArrayList<>();
+        List<NamedExpression> after = new ArrayList<>();
         for (Attribute column : target.columns()) {
             Expression value = set.get(column.name().toLowerCase(Locale.ROOT));
-            before.add(column);
-            after.add(value == null ? column : Catalyst.cast(value, column.dataType()));
-            output.add(Catalyst.attribute(column.name(), column.dataType()));
+            after.add(Catalyst.alias(value == null ? column : Catalyst.cast(value, column.dataType()), column.name()));
         }
-        before.add(Catalyst.string("-U"));
-        after.add(Catalyst.string("+U"));
-        output.add(Catalyst.attribute(ManagedScan.ROW_KIND, org.apache.spark.sql.types.DataTypes.StringType));
-        return target.write(changeRows(List.of(before, after), output, rows));
-    }
-
-    /** Each input row as one row per projection, in projection order (so a key's -U comes before its +U). */
-    static LogicalPlan changeRows(List<List<Expression>> projections, List<Attribute> output, LogicalPlan child) {
-        List<scala.collection.immutable.Seq<Expression>> rows = new ArrayList<>();
-        projections.forEach(p -> rows.add(Catalyst.seq(p)));
-        return new Expand(Catalyst.seq(rows), Catalyst.seq(output), child);
+        after.add(Catalyst.alias(kind("+U"), ManagedScan.ROW_KIND));
+        return target.write(new Project(Catalyst.seq(after), rows));
     }
 
     static Literal kind(String kind) {
