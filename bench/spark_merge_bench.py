@@ -9,7 +9,9 @@ deletes of existing keys, 65% inserts of new keys (a Parquet file, a temporary v
   WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *` (the join reads the target; the write gets +U,
   -D and +I rows; before 2026-11-28 a -U row too per update);
 - floor: the same changes as `+U` / `-D` / `+I` rows of `src` written with `format("managed")` (no join, no old
-  rows: what a writer that already knows the changes does).
+  rows: what a writer that already knows the changes does);
+- scan: the 1M-row target read whole into Spark's `noop` sink (what the MERGE's join reads); `join_s` = merge -
+  floor - scan is what the MERGE adds beyond its write and its read (the join, the cardinality check).
 Each run into a fresh copy of the 1M-row table (made untimed before it); the runs of the two kinds interleaved
 (a b a b: the machine's load drifts); tables `write-only` (no compaction after the write, the same for both).
 Prints best and median wall and CPU seconds (bench/proc_cpu.py: the driver, the JVM, its Python workers, the
@@ -116,7 +118,10 @@ def main() -> None:
         floor()
         floored = spark.sql("SELECT count(*) AS n, sum(a) AS a FROM managed.bench.t").first()
         assert merged == floored and merged["n"] == expected, (merged, floored, expected)
-        times = runs(args.repeat, {"merge": lambda: spark.sql(MERGE), "floor": floor}, fresh)
+        def scan() -> None:   # what any MERGE reads: the whole target, every column
+            spark.table("managed.bench.t").write.format("noop").mode("overwrite").save()
+
+        times = runs(args.repeat, {"merge": lambda: spark.sql(MERGE), "floor": floor, "scan": scan}, fresh)
         spark.stop()
         report: dict[str, Any] = {"table_rows": table_rows, "changes": changes, "buckets": args.buckets,
                                   "repeat": args.repeat}
@@ -127,6 +132,12 @@ def main() -> None:
             report[f"floor_vs_merge_{stat}"] = round(report[f"floor_s_{stat}"] / report[f"merge_s_{stat}"], 3)
             report[f"floor_vs_merge_cpu_{stat}"] = round(
                 report[f"floor_cpu_s_{stat}"] / report[f"merge_cpu_s_{stat}"], 3)
+            # the part of the MERGE that is neither its write nor its read of the target: the join, the check
+            report[f"join_s_{stat}"] = round(
+                report[f"merge_s_{stat}"] - report[f"floor_s_{stat}"] - report[f"scan_s_{stat}"], 3)
+            # the ratio a MERGE that reads the whole target and adds nothing else would reach
+            report[f"floor_vs_floor_plus_scan_{stat}"] = round(
+                report[f"floor_s_{stat}"] / (report[f"floor_s_{stat}"] + report[f"scan_s_{stat}"]), 3)
         report["loadavg_end"] = round(os.getloadavg()[0], 1)
         for key, value in report.items():
             print(f"{key:32} {value}")
