@@ -28,9 +28,8 @@ tasks: step 1 done there, step 2 produces the changes read back from those files
 commit with `recover_log` (docs/design.md, "Writes prepared elsewhere").
 Eventual consistency flushes the records before step 3, so they are visible before the snapshot. A table whose rows
 merge otherwise than by deduplication logs its merged changes (log_publish.log_changes), which exist only after step
-3: its snapshot is published with its log pending, then produced (`_publish_logs`). So is the log of a commit
-prepared elsewhere when the log stores UPDATE_BEFORE (`log.changelog-mode` = all on a primary-key table): its
-files keep no `-U`, so its log is the snapshot's changelog (log_publish.diffs_snapshots).
+3: its snapshot is published with its log pending, then produced (`_publish_logs`); so is a prepared commit's log
+in `log.changelog-mode` = all, the snapshot's changelog (files keep no `-U`: log_publish.diffs_snapshots).
 A commit with nothing to publish (no rows, no log offsets, no overwrite) publishes nothing and returns None.
 """
 from __future__ import annotations
@@ -73,8 +72,7 @@ class TableWriter:
         self._transactional_id = transactional_id or f"tablestore-{self.commit_user}"
         self._log_writer: logstore.LogWriter | None = None
         self._merged_log = target.log is not None and log_publish.merges_rows(self._store)   # logged after the snapshot
-        # a prepared commit's log is its snapshot's changelog (log_publish.diffs_snapshots): logged after the snapshot
-        self._diffed_log = target.log is not None and log_publish.diffs_snapshots(self._store, target.log)
+        self._diffed_log = target.log is not None and log_publish.diffs_snapshots(self._store, target.log)  # prepared
         self._closed = False
 
     # -- writing ---------------------------------------------------------------------------------
