@@ -3,6 +3,7 @@ they wrote, as a lost commit race does; a commit that did land keeps its files."
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,8 @@ class _BrokenLogWriter:
 
 
 class _BrokenLog:
+    options = SimpleNamespace(changelog_mode="upsert", consistency="eventual")   # what a writer asks of a log
+
     def new_writer(self, transactional_id: str | None = None) -> _BrokenLogWriter:
         return _BrokenLogWriter()
 
