@@ -112,13 +112,15 @@ class S3Server:
 
 
 def _free_ports(n: int) -> list[int]:
-    """`n` free ports whose +10000 twins (SeaweedFS's gRPC ports) are free as well."""
+    """`n` free ports whose +10000 twins (SeaweedFS's gRPC ports) are free as well, none of them another's twin:
+    `weed mini` reserves every port's twin and refuses a port given for another service that falls on one
+    ("is reserved for gRPC calculation": a CI run of 2026-11-28 met it)."""
     ports: list[int] = []
     while len(ports) < n:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port + 10000 > 65535 or port in ports:
+        if port + 10000 > 65535 or port in ports or port - 10000 in ports or port + 10000 in ports:
             continue
         with socket.socket() as twin:
             try:
