@@ -10,8 +10,9 @@ The protocol (docs/design.md, "The log produced by the executors"):
    (table, N's commit user, b) starts, fencing any earlier attempt of that bucket (its open transaction is
    aborted); the marker of (topic, commit user) for partition b says whether an earlier attempt of this commit
    already committed: then its end offset is the answer. Otherwise N's changes in bucket b (`log_changes`: its
-   files read back, or for a table whose rows merge or whose log stores UPDATE_BEFORE, the snapshot's changelog) go into one transaction with the marker
-   (Kafka's transactional offset commit: offset after the records, metadata = the commit identifier), which commits.
+   files read back, or the snapshot's changelog for a table whose rows merge or whose log stores UPDATE_BEFORE)
+   go into one transaction with the marker (Kafka's transactional offset commit: offset after the records,
+   metadata = the commit identifier), which commits.
    The task returns the offset after the records.
 3. The driver records the offsets in a log-only snapshot (kind COMPACT, N's commit user and identifier, no
    files) that takes N out of `log_pending` (`record_published`). A crash before it leaves N pending: the replay
