@@ -134,12 +134,12 @@ def _report(results: dict[str, Any], name: str) -> None:
     print(f"{'':26s} {'seconds':>8s} {'rows/s':>12s} {'of Parquet':>11s} {'CPU s':>7s}")
     for kind in ("write", "scan", "read"):
         base = results[f"parquet_{kind}_s"]
-        for name in (f"parquet_{kind}", f"managed_{kind}", f"managed_python_{kind}"):
-            seconds = results[f"{name}_s"]
-            results[f"{name}_rows_per_s"] = rows / seconds
-            results[f"{name}_ratio"] = base / seconds
-            print(f"{name:26s} {seconds:8.2f} {rows / seconds:12,.0f} {base / seconds:11.1%} "
-                  f"{results[f'{name}_cpu_s']:7.2f}")
+        for case in (f"parquet_{kind}", f"managed_{kind}", f"managed_python_{kind}"):
+            seconds = results[f"{case}_s"]
+            results[f"{case}_rows_per_s"] = rows / seconds
+            results[f"{case}_ratio"] = base / seconds
+            print(f"{case:26s} {seconds:8.2f} {rows / seconds:12,.0f} {base / seconds:11.1%} "
+                  f"{results[f'{case}_cpu_s']:7.2f}")
     print(f"targets: write >= 50% of Parquet's ({results['managed_write_ratio']:.0%}), "
           f"scan >= 60% ({results['managed_scan_ratio']:.0%})")
     OUT.mkdir(exist_ok=True)
