@@ -51,14 +51,15 @@ def _data(rows: int) -> pa.Table:
 
 
 def _best(repeat: int, **runs: Callable[[], Any]) -> dict[str, float]:
-    """The best time of each run, the runs interleaved (a b c a b c ...): on a shared machine the load drifts over
-    minutes, and the ratios compare runs made under the same load. `before_<name>`, when given, runs untimed
-    before each run of <name>."""
+    """The best time of each run, the runs interleaved, every other round in reverse order (a b c c b a a b c ...):
+    on a shared machine the load drifts over minutes, and the ratios compare runs made under the same load; the
+    reversal keeps one kind from always following another (a heavy run's garbage collection lands in the next).
+    `before_<name>`, when given, runs untimed before each run of <name>."""
     timed = {name: run for name, run in runs.items() if not name.startswith("before_")}
     times: dict[str, list[float]] = {name: [] for name in timed}
     cpu: dict[str, list[float]] = {name: [] for name in timed}
-    for _ in range(repeat):
-        for name, run in timed.items():
+    for i in range(repeat):
+        for name, run in (reversed(timed.items()) if i % 2 else timed.items()):
             runs.get(f"before_{name}", lambda: None)()
             start, start_cpu = time.perf_counter(), tree_cpu_s()
             run()

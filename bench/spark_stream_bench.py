@@ -3,7 +3,8 @@ table with a log, for log.consistency transactional and eventual, local[2].
 
     python bench/spark_stream_bench.py [--batches 10] [--rows 100000] [--keys 1000000] [--buckets 2]
 
-Measures per consistency: rows/s of the whole query (Trigger.AvailableNow over pre-written Parquet files, one file
+After a warm-up pass (each case once on 2 micro-batches of 10k rows, not reported), measures per consistency:
+rows/s of the whole query (Trigger.AvailableNow over pre-written Parquet files, one file
 per micro-batch), and the end-to-end latency from a micro-batch's snapshot commit to a `latest` reader of the log
 (a Python thread on `Table.read_changes`) seeing the batch's first record, p50/p99 (negative: the records were
 visible before the snapshot, as eventual consistency allows); that reader decodes every record in Python, so on a
@@ -147,6 +148,12 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        # a warm-up pass, not reported: the session's first streaming write (Python workers, the JVM's JIT, the
+        # first producers) would otherwise land in whichever case runs first
+        warm = argparse.Namespace(batches=2, rows=10_000, keys=args.keys, buckets=args.buckets)
+        _inputs(work / "warm" / "in", warm.batches, warm.rows, warm.keys)
+        for consistency in ("transactional", "eventual"):
+            _run(spark, work / "warm", consistency, warm, bootstrap)
         _inputs(work / "in", args.batches, args.rows, args.keys)
         for consistency in ("transactional", "eventual"):
             results.append(_run(spark, work, consistency, args, bootstrap))
