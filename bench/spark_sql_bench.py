@@ -3,12 +3,13 @@ local[2].
 
     python bench/spark_sql_bench.py [--rows 2000000] [--buckets 2] [--repeat 2]
 
-Measures (each the best of --repeat runs (the reads: at least 5), the runs of one kind interleaved (a b c a b c:
-the machine's load drifts), after a warm-up insert and read; each insert into a fresh primary-key table):
+Measures (each the best of --repeat runs (the reads: at least 5), the runs of one kind interleaved, every other
+round reversed (a b c c b a: the machine's load drifts), after a warm-up insert and read; each insert into a fresh
+primary-key table):
 - insert: `INSERT INTO managed.bench.t SELECT * FROM src` vs `src.write.format("managed").mode("append")`
-  (src: a temporary view over a Parquet file); the SQL path asks Spark to cluster rows by the table's bucket (a
-  shuffle more, one writer per bucket: the plain DataFrame write has one per input task and bucket), so it is
-  also compared with `distribute_by_bucket(src)` + the DataFrame write;
+  (src: a temporary view over a Parquet file); also the SQL insert of a key Spark knows is not null
+  (`coalesce(id, 0L)`: no `AssertNotNull` in its plan, the one step the SQL plan has that the DataFrame's has not),
+  and `distribute_by_bucket(src)` + the DataFrame write (its older equivalent);
 - select: `SELECT * FROM managed.bench.t` -> noop sink vs `spark.read.format("managed").load(...)` -> noop
   (3 x --repeat rounds, at least 15: a read is short, so its ratio is noisier);
 - plan: the same two reads planned, not run (statement to physical plan: parsing, `loadTable` or the source's
@@ -132,6 +133,10 @@ def main() -> None:
             args.repeat,
             before_insert_sql_s=fresh, before_insert_dataframe_s=fresh, before_insert_dataframe_by_bucket_s=fresh,
             insert_sql_s=lambda: spark.sql("INSERT INTO managed.bench.t SELECT * FROM src"),
+            # the same with a key Spark knows is not null: no AssertNotNull row by row in the plan
+            before_insert_sql_key_checked_s=fresh,
+            insert_sql_key_checked_s=lambda: spark.sql(
+                "INSERT INTO managed.bench.t SELECT coalesce(id, 0L) AS id, a, b, c FROM src"),
             insert_dataframe_s=lambda: src.write.format("managed").mode("append").option("warehouse", warehouse)
             .save("bench.t"),
             insert_dataframe_by_bucket_s=lambda: tablestore.spark.distribute_by_bucket(src, "bench.t").write
@@ -148,6 +153,7 @@ def main() -> None:
                       results["insert_dataframe_by_bucket_s"] / results["insert_sql_s"], 3),
                   "select_sql_vs_dataframe": round(results["select_dataframe_s"] / results["select_sql_s"], 3),
                   "insert_sql_vs_dataframe_median": _median_ratio("insert_dataframe_s", "insert_sql_s"),
+                  "insert_sql_vs_key_checked_median": _median_ratio("insert_sql_key_checked_s", "insert_sql_s"),
                   "select_sql_vs_dataframe_median": _median_ratio("select_dataframe_s", "select_sql_s"),
                   "insert_sql_vs_dataframe_cpu": round(results["insert_dataframe_cpu_s"] / results["insert_sql_cpu_s"], 3),
                   "select_sql_vs_dataframe_cpu": round(
