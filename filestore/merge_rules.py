@@ -115,7 +115,7 @@ def _aggregate(column: pa.ChunkedArray, function: str, order: np.ndarray, starts
         return _gather(column, order[ends], retract[ends])
     if function == "first_value":
         return _gather(column, order[starts], np.zeros(len(starts), dtype=bool))
-    if function in _HASH and (found := _reduce(column, function, order, starts, retract)) is not None:
+    if function in _HASH and (found := _reduce(column, function, order, starts, ends, retract)) is not None:
         return found
     if function in _HASH:
         values = column.take(pa.array(order))
@@ -130,20 +130,37 @@ def _aggregate(column: pa.ChunkedArray, function: str, order: np.ndarray, starts
         if len(ids) > 1 and not bool((ids[1:] > ids[:-1]).all()):
             result = result.take(pa.array(np.argsort(ids)))
         return result.cast(column.type)
-    if column.null_count == 0 and function in ("last_non_null_value", "first_non_null_value"):
-        return _gather(column, order[ends if function == "last_non_null_value" else starts],
-                       np.zeros(len(starts), dtype=bool))
-    valid = np.take(pc.is_valid(column).to_numpy(zero_copy_only=False), order)
-    if function == "last_non_null_value":  # partial-update's rule for each column
-        last = _last_valid(valid, starts, ends)
-        found = last >= starts
-        return _gather(column, order[np.where(found, last, 0)], ~found)
-    if function == "first_non_null_value":  # the last valid one counting from the end
-        n = len(order)
-        earliest = n - 1 - _last_valid(valid[::-1], n - 1 - ends, n - 1 - starts)
-        found = earliest <= ends
-        return _gather(column, order[np.where(found, earliest, 0)], ~found)
-    raise ValueError(f"unknown aggregate function {function!r}")
+    if function not in ("last_non_null_value", "first_non_null_value"):
+        raise ValueError(f"unknown aggregate function {function!r}")
+    last = function == "last_non_null_value"  # partial-update's rule for each column
+    valid = _valid_in_order(column, order)
+    if valid is None:
+        return _gather(column, order[ends if last else starts], np.zeros(len(starts), dtype=bool))
+    positions = np.flatnonzero(valid)  # of the valid records, in key order
+    before, upto = _valid_counts(valid, ends)
+    absent = upto == before
+    if not len(positions):
+        return _gather(column, order[starts], absent)
+    picked = positions[np.where(absent, 0, upto - 1 if last else np.minimum(before, len(positions) - 1))]
+    return _gather(column, order[picked], absent)
+
+
+def _valid_in_order(column: pa.ChunkedArray | pa.Array, order: np.ndarray) -> np.ndarray | None:
+    """Whether each record of `column` is valid (not null), in `order`; None when none is null."""
+    if not column.null_count:
+        return None
+    return np.take(pc.is_valid(column).to_numpy(zero_copy_only=False), order)
+
+
+def _valid_counts(valid: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per key (its records end at `ends[i]`, the next begin after), how many valid records come before its first
+    and up to its last: one running count (cheaper than a segmented reduction over many small keys)."""
+    running = np.cumsum(valid, dtype=np.int32 if len(valid) < 2**31 else np.int64)
+    upto = running[ends]
+    before = np.empty_like(upto)
+    before[0] = 0
+    before[1:] = upto[:-1]
+    return before, upto
 
 
 def _last_valid(valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -156,38 +173,51 @@ def _last_valid(valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return positions[ends]
 
 
-def _reduce(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: np.ndarray,
+def _reduce(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: np.ndarray, ends: np.ndarray,
             retract: np.ndarray) -> pa.Array | None:
-    """`_aggregate`'s hash aggregations by numpy's `reduceat` over the keys' runs of records, for integer, floating
-    point and boolean columns (several times faster than Arrow's group-by); None for other types."""
+    """`_aggregate`'s hash aggregations by numpy over the keys' runs of records (a running sum, `reduceat`), for
+    integer, floating point and boolean columns (several times faster than Arrow's group-by); None for other
+    types. A null is no input; a key with none has a null result."""
     t = column.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)) or pa.types.is_float16(t):
         return None
     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    absent = None  # keys without a non-null value: null
-    if array.null_count:
-        valid = np.take(pc.is_valid(array).to_numpy(zero_copy_only=False), order)
-        absent = _last_valid(valid, starts, np.append(starts[1:], len(order)) - 1) < starts
-    floating = pa.types.is_floating(t)
+    valid = _valid_in_order(array, order)
+    absent = None
+    if valid is not None:
+        before, upto = _valid_counts(valid, ends)
+        absent = upto == before
     if pa.types.is_boolean(t):
         values = np.take(pc.fill_null(array, function == "bool_and").to_numpy(zero_copy_only=False), order)
         logical = np.logical_and if function == "bool_and" else np.logical_or
         return pa.array(logical.reduceat(values, starts), t, mask=absent)
+    floating = pa.types.is_floating(t)
     if function in ("sum", "count"):
-        numbers = np.take(pc.fill_null(array, 0).to_numpy(), order)
-        if retract.any():
-            numbers = np.where(retract, -numbers, numbers)
-        running = np.cumsum(numbers)  # a key's sum: the running sum at its end less the one before its start
-        ends = np.append(starts[1:], len(order)) - 1
-        return pa.array(running[ends] - running[starts] + numbers[starts], t, mask=absent)
-    pick = (np.fmax if floating else np.maximum) if function == "max" else (np.fmin if floating else np.minimum)
-    if floating:  # a null never wins: it reads as the type's least (max) or greatest (min) value
-        fill: float | int = -np.inf if function == "max" else np.inf
+        fill: float | int = 0
+    elif floating:  # a null never wins: it reads as the type's least (max) or greatest (min) value
+        fill = -np.inf if function == "max" else np.inf
     else:
         bounds = np.iinfo(t.to_pandas_dtype())
         fill = int(bounds.min if function == "max" else bounds.max)
-    numbers = np.take(pc.fill_null(array, pa.scalar(fill).cast(t, safe=False)).to_numpy(), order)
+    numbers = np.take(_values(array), order)  # a null's slot holds anything: overwritten with `fill`
+    if valid is not None:  # a scatter to the nulls' positions: a masked copy branches on every record
+        numbers[np.flatnonzero(~valid)] = fill
+    if function in ("sum", "count"):
+        if retract.any():
+            np.negative(numbers, out=numbers, where=retract)
+        if floating:  # summed per key: a difference of running sums would lose a small key's digits to the total
+            return pa.array(np.add.reduceat(numbers, starts), t, mask=absent)
+        running = np.cumsum(numbers)[ends]  # a key's sum: the running sum at its end less the one at the key before
+        running[1:] -= running[:-1].copy()  # exact for integers (wrapping as a per-key sum would)
+        return pa.array(running, t, mask=absent)
+    pick = (np.fmax if floating else np.maximum) if function == "max" else (np.fmin if floating else np.minimum)
     return pa.array(pick.reduceat(numbers, starts), t, mask=absent)
+
+
+def _values(array: pa.Array) -> np.ndarray:
+    """The value buffer of a fixed-width numeric `array` as numpy, nulls' slots included (no copy)."""
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset: array.offset + len(array)]
 
 
 def _gather(column: pa.ChunkedArray, rows: np.ndarray, null: np.ndarray) -> pa.Array | pa.ChunkedArray:
