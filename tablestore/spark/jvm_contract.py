@@ -42,6 +42,7 @@ def jvm_constants() -> Mapping[str, str]:
         "JVM_WRITER_OPTION": jvm_write.SWITCH,            # a write's switch for the JVM writer
         "LOG_PUBLISH_PLAN_OPTION": log_publish.PLAN_OPTION,   # log_publish.py: the commit's log plans
         "LOG_PUBLISH_READ_OPTION": log_publish.READ_OPTION,   # the read that produces them
+        "LOG_PUBLISH_TASKS_KEY": log_publish.TASKS_KEY,   # the plan file's bucket of each task, in order
         "COMPACT_READ_OPTION": compact_job.READ_OPTION,   # compact_job.py: the read whose tasks compact
         "JVM_S3A_OPTION": s3a.JVM_S3A_OPTION,             # s3a.py: the JVM reads and writes S3 itself
         # session settings

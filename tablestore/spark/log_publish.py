@@ -35,6 +35,9 @@ PLAN_OPTION = "__log-publish-plan"
 """Write option set by the JVM (catalog/LogPublish.java, the same constant): where the commit leaves its plans."""
 READ_OPTION = "__log-publish"
 """Read option set by the JVM (catalog/LogPublish.java, the same constant): the plans to publish."""
+TASKS_KEY = "task_buckets"
+"""The plan file's list of the log job's tasks' buckets, in the order of its input partitions: the JVM asks for each
+task to run on the executor of its bucket (catalog/LogTaskPlacement.java), which keeps that bucket's producer."""
 
 
 def publish_schema() -> StructType:
@@ -51,7 +54,7 @@ def write_plans(path: str, ref: TableRef, plans: Sequence[PublishPlan]) -> None:
         return
     body = {"table": {"warehouse": ref.warehouse, "identifier": ref.identifier,
                       "catalog_options": [list(kv) for kv in ref.catalog_options]},
-            "plans": [p.to_dict() for p in plans]}
+            "plans": [p.to_dict() for p in plans], TASKS_KEY: [b for _, b in tasks(plans)]}
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         json.dump(body, f)
@@ -65,6 +68,11 @@ def read_plans(path: str) -> tuple[TableRef, list[PublishPlan]]:
     ref = TableRef(table["warehouse"], table["identifier"],
                    tuple((str(k), str(v)) for k, v in table["catalog_options"]))
     return ref, [PublishPlan.from_dict(d) for d in body["plans"]]
+
+
+def tasks(plans: Sequence[PublishPlan]) -> list[tuple[PublishPlan, int]]:
+    """The log job's tasks, in the order of its input partitions: (plan, bucket), each plan's buckets in turn."""
+    return [(p, b) for p in plans for b in p.buckets]
 
 
 @dataclass(frozen=True)
@@ -82,8 +90,8 @@ class LogPublishReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         ref, plans = read_plans(self.path)
-        tasks: list[InputPartition] = [BucketTask(ref, p, b) for p in plans for b in p.buckets]
-        return tasks or [BucketTask(ref, PublishPlan(0, "", 0, ()), -1)]   # Spark needs one partition
+        parts: list[InputPartition] = [BucketTask(ref, p, b) for p, b in tasks(plans)]
+        return parts or [BucketTask(ref, PublishPlan(0, "", 0, ()), -1)]   # Spark needs one partition
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, BucketTask)

@@ -265,8 +265,8 @@ public class ManagedTable implements SupportsRead, SupportsWrite, SupportsMetada
         with.put(RawSplits.RAW_PLAN_OPTION, plan.file());
         HadoopFiles.markS3a(with);
         CaseInsensitiveStringMap all = new CaseInsensitiveStringMap(with);
-        return sharedSource(schema) ? ((SupportsRead) python).newScanBuilder(all)
-            : PythonSourceBridge.scanBuilder(schema, partitioning, all);
+        return LogTaskPlacement.of(sharedSource(schema) ? ((SupportsRead) python).newScanBuilder(all)
+            : PythonSourceBridge.scanBuilder(schema, partitioning, all), with);   // the log job: by bucket
     }
 
     /** The Python write of {@code info} (whose options are the write's, identity injected). */
