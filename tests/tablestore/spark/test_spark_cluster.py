@@ -181,24 +181,24 @@ def test_a_buckets_log_tasks_stay_on_one_executor(spark_cluster: SparkCluster, k
     (its transactional id) stays open in one executor's Python worker from commit to commit instead of being
     started (and fencing the other's) wherever Spark offers the task: every log task of a bucket runs in one
     process, and the buckets are spread over both executors."""
-    from cluster_log_placement_job import BUCKETS, COMMITS
+    from cluster_log_job import BUCKETS, ROWS
 
-    profiles = tmp_path / "profiles"
+    commits, profiles = 4, tmp_path / "profiles"
     out, err = tmp_path / "job.out", tmp_path / "job.err"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
     with open(out, "wb") as o, open(err, "wb") as e:
-        code = subprocess.call([sys.executable, str(HERE / "cluster_log_placement_job.py"), str(tmp_path / "wh"),
-                                spark_cluster.master_url, kafka_bootstrap, str(profiles)],
+        code = subprocess.call([sys.executable, str(HERE / "cluster_log_job.py"), str(tmp_path / "wh"),
+                                spark_cluster.master_url, kafka_bootstrap, "", str(commits), str(profiles)],
                                stdout=o, stderr=e, env=env, timeout=600)
     assert code == 0, err.read_text()[-6000:]
     seen = json.loads(next(l for l in out.read_text().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
-    assert seen == {"rows": COMMITS * 1000, "pending": []}
+    assert seen["rows"] == ROWS and seen["pending"] == []
     processes: dict[int, set[int]] = {}
     tasks = 0
     for profile in profiles.glob("log-task-b*.prof"):   # log-task-b<bucket>-<pid>-<ns>.prof
         bucket, pid, _ = profile.stem[len("log-task-b"):].split("-")
         processes.setdefault(int(bucket), set()).add(int(pid))
         tasks += 1
-    assert tasks == BUCKETS * COMMITS and sorted(processes) == list(range(BUCKETS))
+    assert tasks == BUCKETS * commits and sorted(processes) == list(range(BUCKETS))
     assert all(len(pids) == 1 for pids in processes.values()), processes
     assert len(set().union(*processes.values())) == 2, processes   # both executors produce
