@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -122,8 +123,7 @@ def main() -> int:
             broker.stop()
     results = [max((r[i] for r in rounds), key=lambda run: run["rows_per_s"]) for i in range(len(RUNS))]
     ratios = sorted(r[1]["rows_per_s"] / r[0]["rows_per_s"] for r in rounds)
-    median_ratio = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1]
-                                                                      + ratios[len(ratios) // 2]) / 2
+    median_ratio = statistics.median(ratios)
     none, tx = results[:2]
     print(f"best of {args.rounds} interleaved rounds:")
     print(f"{'log':<26} {'rows/s':>10} {'driver CPU s/M':>15} {'executors CPU s/M':>18} {'driver share':>13}")

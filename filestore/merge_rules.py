@@ -207,9 +207,9 @@ def _reduce(column: pa.ChunkedArray, function: str, order: np.ndarray, starts: n
             np.negative(numbers, out=numbers, where=retract)
         if floating:  # summed per key: a difference of running sums would lose a small key's digits to the total
             return pa.array(np.add.reduceat(numbers, starts), t, mask=absent)
-        running = np.cumsum(numbers)[ends]  # a key's sum: the running sum at its end less the one at the key before
-        running[1:] -= running[:-1].copy()  # exact for integers (wrapping as a per-key sum would)
-        return pa.array(running, t, mask=absent)
+        # a key's sum: the running sum at its end less the one at the key before (exact for integers, wrapping as
+        # a per-key sum would)
+        return pa.array(np.diff(np.cumsum(numbers)[ends], prepend=0), t, mask=absent)
     pick = (np.fmax if floating else np.maximum) if function == "max" else (np.fmin if floating else np.minimum)
     return pa.array(pick.reduceat(numbers, starts), t, mask=absent)
 
