@@ -9,12 +9,16 @@ Every request's args carry "warehouse" and "options" (the catalog's `table-stora
 the Spark session's conf at each call). The JVM is an adapter: every rule (identifiers, primary key and
 partitioning, option names, types and ranges, which options may change) is the Python catalog's, so SQL users get
 the same messages as callers of `Catalog.create_table`. The actions that are not catalog metadata (procedures,
-DESCRIBE DETAIL, DELETE, system tables) come from `tablestore.spark.sql_actions`.
+DESCRIBE DETAIL, DELETE, system tables) come from `tablestore.spark.sql_actions`. The same module, started a second
+time, is the JVM's commit service (catalog/ServiceCommit.java): it commits the `managed` source's writes
+(`commit_stream_write`, `commit_batch_write`) in place of PySpark's commit workers.
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import pickle
 import sys
 import traceback
 from typing import IO, Any, Callable, Mapping
@@ -93,6 +97,39 @@ def source_schema(args: Mapping[str, Any]) -> str:
     return schema_of({str(k): str(v) for k, v in dict(args["options"]).items()}).json()
 
 
+def prepare_stream_commit(args: Mapping[str, Any]) -> None:
+    """Imports what `commit_stream_write` needs (catalog/ServiceCommit.java warms the commit service with it while
+    a query's first micro-batch runs)."""
+    from pyspark.sql.types import StructType  # noqa: F401
+
+    from tablestore.spark import datasource, stream_write  # noqa: F401
+
+
+def commit_stream_write(args: Mapping[str, Any]) -> None:
+    """Commit (or abort, `abort`) micro-batch `epoch` of the streaming write of `options` and `schema` (Spark's
+    JSON) with the tasks' commit messages (`messages`: each the task's pickle in base64, null for a task that
+    failed or did not run), as PySpark's commit worker would: the same writer (tablestore/spark/stream_write.py),
+    built from the same options, keys lowercased as PySpark hands them."""
+    from pyspark.sql.types import StructType
+
+    from tablestore.spark.datasource import stream_writer
+
+    options = {str(k).lower(): str(v) for k, v in dict(args["options"]).items()}
+    writer = stream_writer(options, StructType.fromJson(json.loads(str(args["schema"]))), False)
+    messages = [None if m is None else pickle.loads(base64.b64decode(m)) for m in args["messages"]]
+    if args.get("abort"):
+        writer.abort(messages, int(args["epoch"]))
+    else:
+        writer.commit(messages, int(args["epoch"]))
+
+
+def commit_batch_write(args: Mapping[str, Any]) -> None:
+    """A batch write committed or aborted (tablestore/spark/write.py, `commit_batch_in_service`)."""
+    from tablestore.spark.write import commit_batch_in_service
+
+    commit_batch_in_service(args)
+
+
 def list_tables(args: Mapping[str, Any]) -> list[str]:
     return table_catalog(args).list_tables(_namespace(args))
 
@@ -109,6 +146,9 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "record_log_published": record_log_published,
     "plan_read": plan_read,
     "source_schema": source_schema,
+    "prepare_stream_commit": prepare_stream_commit,
+    "commit_stream_write": commit_stream_write,
+    "commit_batch_write": commit_batch_write,
     "drop_table": drop_table,
     "alter_table": alter_table,
     "ping": lambda args: "pong",

@@ -14,7 +14,12 @@ Each micro-batch is one job of tablestore/spark/write.py, committed exactly once
 4. `abort(messages, batch_id)` deletes the batch's files unless its snapshot is in.
 The query id is stable across restarts from one checkpoint; a new checkpoint is a new query (a new commit user).
 
-Spark runs each batch's commit in a driver-side Python worker that it reuses for the next batches: the write
+Steps 2 and 4 run in the JVM's commit service (catalog/ServiceCommit.java: a process of
+tablestore/spark/catalog_service.py started in the background when the write is planned), whose action
+`commit_stream_write` builds this writer and calls `commit` with the tasks' pickled commit messages: PySpark would commit in two Python workers of modules of
+their own, which PySpark 4.1 starts as daemons on first use (about 2.5 s of a query's first micro-batch).
+
+The commit service (or a driver-side Python worker of Spark's) runs each batch's commit and stays for the next: the write
 session of step 2 stays open there between batches (`_SESSIONS`, a few per process), so a batch does not start a
 Kafka producer again (`init_transactions`: about 60 ms) nor reload the table. A session is kept only after a commit
 that succeeded (then its producer has no open transaction); any failure closes it, and the next batch (or Spark's
@@ -121,3 +126,4 @@ class ManagedStreamWriter(ManagedWriter, DataSourceStreamArrowWriter):
         if store.new_commit(commit_user(query_id)).find_committed(batchId + 1) is not None:
             return  # the batch is in: its files are the table's
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
+

@@ -102,6 +102,41 @@ def _sorted_runs(table: tablestore.Table) -> dict[tuple[tuple[str, ...], int], i
 
 @pytest.mark.version_independent
 @pytest.mark.kafka
+def test_a_commit_service_killed_after_the_snapshot_loses_nothing(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The JVM's commit service (catalog/ServiceCommit.java) dies right after a micro-batch's snapshot: the query
+    fails (the commit is not sent again, which would take the committed files for a replay's and delete them), and
+    its restart from the checkpoint ends with every change in the table and the log once."""
+    warehouse = tmp_path / "wh"
+    cat = tablestore.Catalog(str(warehouse), options={BOOTSTRAP: kafka_bootstrap})
+    cat.create_database("db")
+    table = cat.create_table("db.orders", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    batches = [[{"id": b * 3 + i, "name": f"n{b}-{i}", "qty": b} for i in range(5)] for b in range(3)]
+    _write_batches(tmp_path / "in", batches)
+    checkpoint = tmp_path / "ck"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           FAULT_ENV: "log-plans-written"}   # no marker: the process that reaches it (the service) kills itself
+    try:
+        failed = subprocess.run(
+            [sys.executable, str(HERE / "stream_driver.py"), "write", str(warehouse), "db.orders",
+             str(tmp_path / "in"), str(checkpoint), DDL, f"{BOOTSTRAP}={kafka_bootstrap}"],
+            env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
+        assert failed.returncode != 0
+        assert "commit_stream_write" in failed.stderr or "catalog service" in failed.stderr, failed.stderr[-3000:]
+        first = table.snapshots()
+        assert [s.commit_identifier for s in first if s.kind == "APPEND"] == [1]   # batch 0 is in, log pending
+        assert _run_driver(warehouse, tmp_path / "in", checkpoint, kafka_bootstrap, None,
+                           tmp_path / "unused") == "finished"
+        expected_rows = {r["id"]: r for rows in batches for r in rows}
+        assert {r["id"]: r for r in table.read().to_pylist()} == expected_rows   # no file of batch 0 deleted
+        assert [s.commit_identifier for s in table.snapshots() if s.kind == "APPEND"] == [1, 2, 3]
+        assert len(_log_records(table, kafka_bootstrap)) == 15
+        assert table._handle.store.snapshots.latest().log_pending == ()
+    finally:
+        cat.drop_table("db.orders")
+
+
+@pytest.mark.version_independent
+@pytest.mark.kafka
 def test_a_driver_killed_at_each_commit_point_writes_every_change_once(
         tmp_path: Path, kafka_bootstrap: str) -> None:
     warehouse = tmp_path / "wh"

@@ -84,11 +84,12 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             }
         }
         CaseInsensitiveStringMap options = table.injected(info.options().asCaseSensitiveMap(), extra);
-        WriteBuilder python = table.pythonWrite(BucketClustering.withOptions(info, options));
+        LogicalWriteInfo pythonInfo = BucketClustering.withOptions(info, options);
+        WriteBuilder python = table.pythonWrite(pythonInfo);
         if (mode != null) {
             python = ((SupportsTruncate) python).truncate();
         }
-        Write write = python.build();
+        Write write = ServiceCommit.write(python.build(), pythonInfo);   // committed by the service
         if (layout == null) {   // Python's write alone; its tasks' errors reach the driver as their line
             return TaskErrors.write(logPlan == null ? write
                 : LogPublish.write(write, logPlan, options.asCaseSensitiveMap()));

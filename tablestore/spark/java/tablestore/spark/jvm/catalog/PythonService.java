@@ -29,8 +29,12 @@ import org.apache.spark.sql.internal.SQLConf;
 public final class PythonService {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final PythonService INSTANCE = new PythonService();
+    /** A second process for the commits of writes ({@link ServiceCommit}): a long commit (a Kafka
+     * transaction, compaction) does not hold up the catalog's calls of other queries. */
+    private static final PythonService COMMITS = new PythonService();
 
-    private Process process;
+    private volatile Process process;
+    private final java.util.concurrent.atomic.AtomicBoolean warming = new java.util.concurrent.atomic.AtomicBoolean();
     private BufferedWriter toPython;
     private BufferedReader fromPython;
     private File stderr;
@@ -43,12 +47,25 @@ public final class PythonService {
         return INSTANCE;
     }
 
+    static PythonService commits() {
+        return COMMITS;
+    }
+
     /** Runs {@code action} with {@code args}; its result, or PythonServiceException with Python's message. */
     public static JsonNode call(String action, Map<String, Object> args) {
         return INSTANCE.request(action, args);
     }
 
-    public synchronized JsonNode request(String action, Map<String, Object> args) {
+    public JsonNode request(String action, Map<String, Object> args) {
+        return request(action, args, true);
+    }
+
+    /**
+     * {@code action} with {@code args}; with {@code retry}, sent again to a fresh process when this one died before
+     * answering, which only an action that is safe to run twice may ask for (not a commit: a commit that died
+     * after its snapshot and ran again would take its files for a replay's and delete them).
+     */
+    public synchronized JsonNode request(String action, Map<String, Object> args, boolean retry) {
         Map<String, Object> request = new LinkedHashMap<>();
         long id = nextId++;
         request.put("id", id);
@@ -60,7 +77,7 @@ public final class PythonService {
         } catch (IOException e) {
             throw new PythonServiceException("ProtocolError", "cannot encode the request of " + action + ": " + e);
         }
-        String answer = exchange(line, true);
+        String answer = exchange(line, retry);
         JsonNode response;
         try {
             response = JSON.readTree(answer);
@@ -75,12 +92,22 @@ public final class PythonService {
         throw new PythonServiceException(error.path("type").asText("Error"), error.path("message").asText(answer));
     }
 
+    /**
+     * One request; when the process died (or was never healthy), once more to a fresh one, if {@code retry} or the
+     * request never reached it (its pipe was closed: a process that died between requests).
+     */
     private String exchange(String line, boolean retry) {
+        return exchange(line, retry, true);
+    }
+
+    private String exchange(String line, boolean retry, boolean again) {
+        boolean sent = false;
         try {
             ensureStarted();
             toPython.write(line);
             toPython.write('\n');
             toPython.flush();
+            sent = true;
             String answer = fromPython.readLine();
             if (answer == null) {
                 throw new IOException("the catalog service exited");
@@ -89,12 +116,32 @@ public final class PythonService {
         } catch (IOException e) {
             String tail = stderrTail();
             stop();
-            if (retry) {
-                return exchange(line, false);   // it died (or was never healthy): one fresh process
+            if (again && (retry || !sent)) {
+                return exchange(line, retry, false);
             }
             throw new PythonServiceException("CatalogServiceError", "the Python catalog service ("
                 + String.join(" ", command()) + ") failed: " + e.getMessage() + (tail.isEmpty() ? "" : "\n" + tail));
         }
+    }
+
+    /** Starts the process now, in the background, unless it runs: its first request does not wait for Python to
+     * start and import what it needs ({@code action}, safe to run twice). */
+    void warm(String action) {
+        Process running = process;   // never waits for a request in flight (the warming one, a commit)
+        if (running != null && running.isAlive() || !warming.compareAndSet(false, true)) {
+            return;
+        }
+        Thread thread = new Thread(() -> {
+            try {
+                request(action, Map.of(), true);
+            } catch (RuntimeException e) {   // the first real request starts it again and reports why
+                org.slf4j.LoggerFactory.getLogger(PythonService.class).debug("warming {} failed", action, e);
+            } finally {
+                warming.set(false);
+            }
+        }, "tablestore-python-service-warm");
+        thread.setDaemon(true);
+        thread.start();
     }
 
     private void ensureStarted() throws IOException {
