@@ -105,29 +105,40 @@ def prepare_stream_commit(args: Mapping[str, Any]) -> None:
     from tablestore.spark import datasource, stream_write  # noqa: F401
 
 
+def _pickles(args: Mapping[str, Any]) -> list[Any]:
+    """The tasks' commit messages of a commit request (`messages`: each the task's pickle in base64, null for a task
+    that failed or did not run), as PySpark's commit worker would get them."""
+    return [None if m is None else pickle.loads(base64.b64decode(m)) for m in args["messages"]]
+
+
 def commit_stream_write(args: Mapping[str, Any]) -> None:
     """Commit (or abort, `abort`) micro-batch `epoch` of the streaming write of `options` and `schema` (Spark's
-    JSON) with the tasks' commit messages (`messages`: each the task's pickle in base64, null for a task that
-    failed or did not run), as PySpark's commit worker would: the same writer (tablestore/spark/stream_write.py),
-    built from the same options, keys lowercased as PySpark hands them."""
+    JSON) with the tasks' commit messages, as PySpark's commit worker would: the same writer
+    (tablestore/spark/stream_write.py), built from the same options, keys lowercased as PySpark hands them."""
     from pyspark.sql.types import StructType
 
     from tablestore.spark.datasource import stream_writer
 
     options = {str(k).lower(): str(v) for k, v in dict(args["options"]).items()}
     writer = stream_writer(options, StructType.fromJson(json.loads(str(args["schema"]))), False)
-    messages = [None if m is None else pickle.loads(base64.b64decode(m)) for m in args["messages"]]
     if args.get("abort"):
-        writer.abort(messages, int(args["epoch"]))
+        writer.abort(_pickles(args), int(args["epoch"]))
     else:
-        writer.commit(messages, int(args["epoch"]))
+        writer.commit(_pickles(args), int(args["epoch"]))
 
 
 def commit_batch_write(args: Mapping[str, Any]) -> None:
-    """A batch write committed or aborted (tablestore/spark/write.py, `commit_batch_in_service`)."""
-    from tablestore.spark.write import commit_batch_in_service
+    """Commit (or abort, `abort`) a batch write with the tasks' commit messages: `writer` is the ManagedWriter
+    PySpark's planner pickled (tablestore/spark/write.py), which PySpark would hand its commit worker."""
+    from tablestore.spark.write import ManagedWriter, SparkWriteError
 
-    commit_batch_in_service(args)
+    writer = pickle.loads(base64.b64decode(str(args["writer"])))
+    if not isinstance(writer, ManagedWriter):
+        raise SparkWriteError(f"the commit service got a {type(writer).__name__}, not a managed table's writer")
+    if args.get("abort"):
+        writer.abort(_pickles(args))
+    else:
+        writer.commit(_pickles(args))
 
 
 def list_tables(args: Mapping[str, Any]) -> list[str]:

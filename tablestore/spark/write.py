@@ -31,11 +31,9 @@ primary key first (`df.repartition(*pk)`): all rows of a key then meet in one ta
 """
 from __future__ import annotations
 
-import base64
-import pickle
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -296,16 +294,3 @@ def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
         for f in m.added:
             store.io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
 
-
-def commit_batch_in_service(args: Mapping[str, Any]) -> None:
-    """Commit (or abort, `abort`) a batch write in the JVM's commit service (catalog/ServiceCommit.java): `writer` is
-    the ManagedWriter PySpark's planner pickled, `messages` the tasks' commit messages (each a pickle in base64,
-    null for a task that failed or did not run), as PySpark's commit worker would get them."""
-    writer = pickle.loads(base64.b64decode(str(args["writer"])))
-    if not isinstance(writer, ManagedWriter):
-        raise SparkWriteError(f"the commit service got a {type(writer).__name__}, not a managed table's writer")
-    messages = [None if m is None else pickle.loads(base64.b64decode(m)) for m in args["messages"]]
-    if args.get("abort"):
-        writer.abort(messages)
-    else:
-        writer.commit(messages)

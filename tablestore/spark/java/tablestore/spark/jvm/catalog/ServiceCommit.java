@@ -18,6 +18,8 @@ import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonWriterCommitMessage;
 
+import tablestore.spark.jvm.DelegatingBatchWrite;
+
 /**
  * The commits (and aborts) of the Python data source's writes, run by a Python service process of this JVM
  * ({@link PythonService#commits}: tablestore/spark/catalog_service.py's {@code commit_stream_write} and
@@ -39,9 +41,9 @@ final class ServiceCommit {
     static final String ACTION = "commit_stream_write";
     /** The service action that commits or aborts a batch write. */
     static final String BATCH_ACTION = "commit_batch_write";
-    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ServiceCommit.class);
     /** The service action that imports what a commit needs (run ahead of the first commit). */
     static final String PREPARE = "prepare_stream_commit";
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ServiceCommit.class);
 
     private ServiceCommit() {
     }
@@ -100,26 +102,14 @@ final class ServiceCommit {
     }
 
     /** A batch write whose job commit and abort the service runs with PySpark's pickled writer. */
-    private static final class BatchCommitting implements BatchWrite {
-        private final BatchWrite python;
-
+    private static final class BatchCommitting extends DelegatingBatchWrite {
         BatchCommitting(BatchWrite python) {
-            this.python = python;
+            super(python);
         }
 
         @Override
         public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo physical) {
             return python.createBatchWriterFactory(physical);
-        }
-
-        @Override
-        public boolean useCommitCoordinator() {
-            return python.useCommitCoordinator();
-        }
-
-        @Override
-        public void onDataWriterCommit(WriterCommitMessage message) {
-            python.onDataWriterCommit(message);
         }
 
         @Override
@@ -161,11 +151,6 @@ final class ServiceCommit {
                 LOG.debug("the Python writer of {} is not readable: PySpark commits", python, e);
                 return null;
             }
-        }
-
-        @Override
-        public String toString() {
-            return python.toString();
         }
     }
 
