@@ -116,6 +116,9 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     _ensure_registered(spark)
+    from tablestore.spark import warm_up
+
+    warm_up.start(spark)   # the Python processes of a first write, started in the background (warm_up.py)
     return spark
 
 

@@ -124,6 +124,15 @@ public final class PythonService {
         }
     }
 
+    /**
+     * Starts the catalog service and the commit service now, in the background, unless they run (a session's
+     * warm-up: tablestore/spark/warm_up.py).
+     */
+    public static void warmUp() {
+        INSTANCE.warm("ping");
+        COMMITS.warm(ServiceCommit.PREPARE);
+    }
+
     /** Starts the process now, in the background, unless it runs: its first request does not wait for Python to
      * start and import what it needs ({@code action}, safe to run twice). */
     void warm(String action) {

@@ -1,0 +1,106 @@
+"""`tablestore.spark.session()` starts a first write's Python processes in the background (tablestore/spark/
+warm_up.py): a user's first write then starts none of its own, and nothing is left behind. In a process of its own
+(the tests' shared session warmed up long ago)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+TESTS = Path(__file__).resolve().parents[2]
+
+SCRIPT = r'''
+import json, os, sys
+sys.path.insert(0, sys.argv[2])
+import pyarrow as pa, pyarrow.parquet as pq
+from hang_watchdog import command_of
+import tablestore, tablestore.spark
+from tablestore.spark import warm_up
+from tablestore.spark.sessions import WAREHOUSE_CONF
+
+def below_me():
+    """Every process below this one, from each process's parent in /proc/*/stat (the per-thread `children` files
+    miss a child whose forking JVM thread has just ended)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        children = [c for c, parent in parents.items() if parent == pid]
+        found += children
+        todo += children
+    return found
+
+def processes():
+    """The Python processes below this one that a write needs: name -> pids."""
+    found = {}
+    for pid in below_me():
+        command = command_of(pid)
+        for name in ("tablestore.spark.catalog_service", "pyspark.sql.worker.write_into_data_source",
+                     "pyspark.worker"):
+            if command.endswith(name):
+                found.setdefault(name, []).append(pid)
+    return found
+
+wh = sys.argv[1]
+out = {}
+spark = tablestore.spark.local_session("warm-on", cores=1, conf={WAREHOUSE_CONF: wh})
+for thread in warm_up._started[spark.sparkContext.applicationId]:
+    thread.join(120)
+warmed = processes()
+out["on"] = {name: len(pids) for name, pids in warmed.items()}
+out["scratch_left"] = sorted(p for p in os.listdir(os.environ["TMPDIR"]) if p.startswith("tablestore-warm-up-"))
+
+cat = tablestore.Catalog(wh)
+cat.create_database("db")
+cat.create_table("db.t", pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())]), primary_key=["id"])
+src = os.path.join(wh, "src")
+os.makedirs(src)
+pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]}), os.path.join(src, "0.parquet"))
+query = (spark.readStream.schema("id BIGINT, v STRING").parquet(src).writeStream.format("managed")
+         .option("checkpointLocation", os.path.join(wh, "ck")).trigger(availableNow=True).start("db.t"))
+query.awaitTermination(300)
+out["rows"] = sorted(tuple(r) for r in spark.read.format("managed").load("db.t").collect())
+after = processes()
+out["new_workers"] = sorted(set(after.get("pyspark.worker", [])) - set(warmed.get("pyspark.worker", [])))
+out["databases"] = cat.list_databases()
+spark.stop()
+# switched off (the JVM keeps a process's first settings: a later session must say so again to turn it back on)
+spark = tablestore.spark.local_session("warm-off", cores=1, conf={WAREHOUSE_CONF: wh, warm_up.SWITCH_CONF: "false"})
+out["off_started"] = spark.sparkContext.applicationId in warm_up._started
+spark.stop()
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_a_session_starts_a_first_write_s_python_processes_and_leaves_nothing(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(scratch)}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh"), str(TESTS)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result, done.stderr[-4000:]
+    out = json.loads(result[0][len("RESULT "):])
+    # on by default: the catalog service, the commit service, the write planner's daemon, the tasks' daemon and its worker
+    assert out["on"]["tablestore.spark.catalog_service"] == 2, out
+    assert out["on"].get("pyspark.sql.worker.write_into_data_source", 0) >= 1, out
+    assert out["on"]["pyspark.worker"] >= 2
+    assert out["scratch_left"] == []   # the scratch warehouse is deleted
+    # the user's first write (a streaming one) is written by the warmed worker: no new task worker
+    assert out["rows"] == [[1, "a"], [2, "b"], [3, "c"]]
+    assert out["new_workers"] == []
+    assert out["databases"] == ["db"]   # nothing of the warm-up's in the session's warehouse
+    assert out["off_started"] is False
