@@ -15,7 +15,9 @@ scripts/paimon/build.py) with the tablestore jar already built (a warm machine):
 Targets (issue 22): the session within 10% of Paimon's; the first micro-batch within 5 s of start(). Prints the
 medians and writes bench/out/spark_start.json.
 
-`--against DIR` also times the tablestore process with the code of another checkout DIR (PYTHONPATH=DIR, its own
+`--pause S` waits S seconds after the session before the query (a user typing, a service starting its queries
+later), when the session's background warm-up finds idle CPUs (tablestore/spark/warm_up.py); the default 0 is a
+script that starts its query at once. `--against DIR` also times the tablestore process with the code of another checkout DIR (PYTHONPATH=DIR, its own
 jar), interleaved with this one's: a change's effect measured in one run. `--no-paimon` skips Paimon's session.
 """
 from __future__ import annotations
@@ -37,7 +39,7 @@ PYTHON = ROOT / ".venv-spark-4.1.2" / "bin" / "python"
 CHILD = r'''
 import time, sys, json, os, tempfile
 t0 = time.perf_counter()
-variant, jar = sys.argv[1], sys.argv[2]
+variant, jar, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
 out = {}
 if variant == "paimon":
     from pyspark.sql import SparkSession
@@ -59,6 +61,7 @@ else:
     spark = tablestore.spark.local_session("start-tablestore", conf={"spark.sql.catalog.managed.warehouse": wh})
     spark.range(1).count()
     out["session_s"] = time.perf_counter() - t0
+    time.sleep(pause)   # --pause: a user between the session and the query (tablestore/spark/warm_up.py)
     spark.sparkContext.setLogLevel("ERROR")
     src = os.path.join(wh, "src")
     os.makedirs(src)
@@ -121,9 +124,9 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def _once(variant: str, jar: str, code: Path | None = None) -> dict[str, float]:
+def _once(variant: str, jar: str, pause: float, code: Path | None = None) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
-    done = subprocess.run([str(PYTHON), "-c", CHILD, variant, jar], capture_output=True, text=True,
+    done = subprocess.run([str(PYTHON), "-c", CHILD, variant, jar, str(pause)], capture_output=True, text=True,
                           cwd=code or ROOT, env=env)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -136,6 +139,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--against", type=Path, default=None, help="another checkout, timed alternately")
     ap.add_argument("--no-paimon", action="store_true", help="skip the session with Paimon's jar")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds between the session and the query (a user typing; the warm-up's idle CPUs)")
     args = ap.parse_args()
     jar = ""
     if not args.no_paimon:
@@ -155,7 +160,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for _ in range(args.runs):
         for variant in variants:
-            runs[variant].append(_once("tablestore" if variant in codes else variant, jar, codes.get(variant)))
+            runs[variant].append(_once("tablestore" if variant in codes else variant, jar, args.pause,
+                                       codes.get(variant)))
     medians: dict[str, Any] = {
         "tablestore_session_s": statistics.median(r["session_s"] for r in runs["tablestore"]),
         "first_micro_batch_s": statistics.median(r["first_micro_batch_s"] for r in runs["tablestore"]),
@@ -181,8 +187,13 @@ def main() -> None:
         medians[f"{variant}_phases"] = phases
         print(f"  {variant:14} {phases['job_submitted_s']:6.2f} {phases['job_done_s']:6.2f} "
               f"{phases['first_micro_batch_s']:6.2f}")
+    if args.against is not None:
+        medians["against_session_s"] = statistics.median(r["session_s"] for r in runs["against"])
+        print(f"session start (median): {medians['tablestore_session_s']:.2f} s, with {args.against}: "
+              f"{medians['against_session_s']:.2f} s")
     OUT.mkdir(exist_ok=True)
-    (OUT / "spark_start.json").write_text(json.dumps({"medians": medians, "runs": runs}, indent=2))
+    (OUT / "spark_start.json").write_text(json.dumps({"medians": medians, "runs": runs, "pause_s": args.pause},
+                                                     indent=2))
 
 
 if __name__ == "__main__":

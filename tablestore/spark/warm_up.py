@@ -18,8 +18,12 @@ micro-batch").
 No table of the user's is touched. A query that needs a process while it is being started waits for it (PySpark
 and the services start each once).
 
-Local sessions only (a cluster's executors cannot see the driver's temporary directory). The session setting
-`spark.tablestore.warm-up=false` turns it off.
+It waits for spare CPU: on a machine whose cores are all busy (a session's own start keeps 2 cores busy for
+seconds) the warm-up's processes would only take turns with the user's first job, and a query started at once pays
+the same either way. So by default (`spark.tablestore.warm-up=auto`) it starts once the machine's CPUs were at
+least half idle for a second (Linux's /proc/stat; elsewhere at once) and gives up after a minute: a user who
+types, or a service that starts its queries later, finds the processes running. `true` starts it at once,
+`false` never. Local sessions only (a cluster's executors cannot see the driver's temporary directory).
 """
 from __future__ import annotations
 
@@ -27,7 +31,10 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
+
+from tablestore.errors import TableStoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,31 +44,87 @@ log = logging.getLogger(__name__)
 SWITCH_CONF = "spark.tablestore.warm-up"
 TABLE = "warm_up.t"
 
-_started: dict[str, list[threading.Thread]] = {}
+_started: dict[str, threading.Thread] = {}
 _lock = threading.Lock()
 
 
-def enabled(spark: "SparkSession") -> bool:
-    """Whether `spark` warms up: a local master and the switch not false."""
-    switch = str(spark.conf.get(SWITCH_CONF, "true")).strip().lower()
-    return switch != "false" and str(spark.sparkContext.master).startswith("local")
+MODES = ("auto", "true", "false")
+IDLE_WINDOW_S = 0.5
+IDLE_WINDOWS = 2
+IDLE_GIVE_UP_S = 60.0
 
 
-def start(spark: "SparkSession") -> list[threading.Thread]:
-    """Start the warm-up of `spark`'s Python processes in daemon threads, once per Spark application (none when it
-    is off or was started before)."""
-    if not enabled(spark):
-        return []
+class WarmUpOptionError(TableStoreError, ValueError):
+    """A `spark.tablestore.warm-up` setting that is not one of MODES."""
+
+
+def mode(spark: "SparkSession") -> str:
+    """The session's warm-up: `auto` (when the CPUs are idle), `true` (at once) or `false`; always `false` on a
+    cluster."""
+    switch = str(spark.conf.get(SWITCH_CONF, "auto")).strip().lower()
+    if switch not in MODES:
+        raise WarmUpOptionError(f"session setting {SWITCH_CONF}={switch!r}: expected one of {', '.join(MODES)}")
+    return switch if str(spark.sparkContext.master).startswith("local") else "false"
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(idle, total) jiffies of all CPUs since boot, None where /proc/stat is not there."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + (fields[4] if len(fields) > 4 else 0.0), sum(fields[:8])
+
+
+def wait_for_idle_cpus(sample: Callable[[], tuple[float, float] | None] = cpu_times,
+                       sleep: Callable[[float], None] = time.sleep, give_up_s: float = IDLE_GIVE_UP_S) -> bool:
+    """Whether the CPUs were at least half idle for IDLE_WINDOWS windows in a row before `give_up_s` (at once
+    True where they cannot be sampled)."""
+    last = sample()
+    if last is None:
+        return True
+    quiet = 0
+    waited = 0.0
+    while waited < give_up_s:
+        sleep(IDLE_WINDOW_S)
+        waited += IDLE_WINDOW_S
+        now = sample()
+        if now is None:
+            return True
+        idle, total = now[0] - last[0], now[1] - last[1]
+        last = now
+        quiet = quiet + 1 if total > 0 and idle / total >= 0.5 else 0
+        if quiet >= IDLE_WINDOWS:
+            return True
+    return False
+
+
+def start(spark: "SparkSession") -> threading.Thread | None:
+    """Start the warm-up of `spark`'s Python processes in a daemon thread, once per Spark application (None when
+    it is off or was started before)."""
+    when = mode(spark)
+    if when == "false":
+        return None
     with _lock:
         application = spark.sparkContext.applicationId
         if application in _started:
-            return []
-        threads = [threading.Thread(target=work, args=(spark,), name=f"tablestore-warm-up-{work.__name__[1:]}",
-                                    daemon=True) for work in (_services, _planner)]
-        _started[application] = threads
-    for thread in threads:
-        thread.start()
-    return threads
+            return None
+        thread = threading.Thread(target=_warm_up, args=(spark, when == "auto"), name="tablestore-warm-up",
+                                  daemon=True)
+        _started[application] = thread
+    thread.start()
+    return thread
+
+
+def _warm_up(spark: "SparkSession", when_idle: bool) -> None:
+    if when_idle and not wait_for_idle_cpus():
+        log.debug("tablestore's warm-up gave up: the CPUs were busy for %s s", IDLE_GIVE_UP_S)
+        return
+    services = threading.Thread(target=_services, args=(spark,), name="tablestore-warm-up-services", daemon=True)
+    services.start()
+    _planner(spark)
+    services.join()
 
 
 def _quietly(work: Callable[[], object]) -> None:
@@ -86,6 +149,7 @@ def _planner(spark: "SparkSession") -> None:
     root = tempfile.mkdtemp(prefix="tablestore-warm-up-")
 
     def write() -> None:
+        spark.sparkContext.setJobDescription("tablestore warm-up (tablestore/spark/warm_up.py)")   # this thread's
         catalog = tablestore.Catalog(root)
         catalog.create_database(TABLE.split(".")[0])
         catalog.create_table(TABLE, pa.schema([pa.field("id", pa.int64(), False)]), primary_key=["id"],

@@ -56,9 +56,8 @@ def processes():
 
 wh = sys.argv[1]
 out = {}
-spark = tablestore.spark.local_session("warm-on", cores=1, conf={WAREHOUSE_CONF: wh})
-for thread in warm_up._started[spark.sparkContext.applicationId]:
-    thread.join(120)
+spark = tablestore.spark.local_session("warm-on", cores=1, conf={WAREHOUSE_CONF: wh, warm_up.SWITCH_CONF: "true"})
+warm_up._started[spark.sparkContext.applicationId].join(120)
 warmed = processes()
 out["on"] = {name: len(pids) for name, pids in warmed.items()}
 out["scratch_left"] = sorted(p for p in os.listdir(os.environ["TMPDIR"]) if p.startswith("tablestore-warm-up-"))
@@ -77,7 +76,7 @@ after = processes()
 out["new_workers"] = sorted(set(after.get("pyspark.worker", [])) - set(warmed.get("pyspark.worker", [])))
 out["databases"] = cat.list_databases()
 spark.stop()
-# switched off (the JVM keeps a process's first settings: a later session must say so again to turn it back on)
+# switched off
 spark = tablestore.spark.local_session("warm-off", cores=1, conf={WAREHOUSE_CONF: wh, warm_up.SWITCH_CONF: "false"})
 out["off_started"] = spark.sparkContext.applicationId in warm_up._started
 spark.stop()
@@ -94,7 +93,7 @@ def test_a_session_starts_a_first_write_s_python_processes_and_leaves_nothing(tm
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert result, done.stderr[-4000:]
     out = json.loads(result[0][len("RESULT "):])
-    # on by default: the catalog service, the commit service, the write planner's daemon, the tasks' daemon and its worker
+    # on (at once: `auto` would wait for idle CPUs): the catalog service, the commit service, the write planner's daemon, the tasks' daemon and its worker
     assert out["on"]["tablestore.spark.catalog_service"] == 2, out
     assert out["on"].get("pyspark.sql.worker.write_into_data_source", 0) >= 1, out
     assert out["on"]["pyspark.worker"] >= 2
@@ -104,3 +103,47 @@ def test_a_session_starts_a_first_write_s_python_processes_and_leaves_nothing(tm
     assert out["new_workers"] == []
     assert out["databases"] == ["db"]   # nothing of the warm-up's in the session's warehouse
     assert out["off_started"] is False
+
+
+class _Conf:
+    def __init__(self, value: str | None) -> None:
+        self.value = value
+
+    def get(self, key: str, default: str) -> str:
+        return default if self.value is None else self.value
+
+
+class _Session:
+    def __init__(self, value: str | None, master: str = "local[2]") -> None:
+        self.conf = _Conf(value)
+        self.sparkContext = type("Context", (), {"master": master})()
+
+
+def test_the_warm_up_s_setting() -> None:
+    from tablestore.errors import TableStoreError
+    from tablestore.spark import warm_up
+
+    assert warm_up.mode(_Session(None)) == "auto"   # type: ignore[arg-type]
+    assert warm_up.mode(_Session(" TRUE ")) == "true"   # type: ignore[arg-type]
+    assert warm_up.mode(_Session("true", master="spark://127.0.0.1:7077")) == "false"   # type: ignore[arg-type]
+    with pytest.raises(TableStoreError, match="spark.tablestore.warm-up='yes': expected one of auto, true, false"):
+        warm_up.mode(_Session("yes"))   # type: ignore[arg-type]
+
+
+def test_auto_waits_for_a_second_of_idle_cpus() -> None:
+    from tablestore.spark import warm_up
+
+    def fed(idle_shares: list[float]) -> tuple[bool, int]:
+        """Samples whose successive windows have these idle shares (100 jiffies each); (started, windows waited)."""
+        samples = [(0.0, 0.0)]
+        for share in idle_shares:
+            samples.append((samples[-1][0] + 100 * share, samples[-1][1] + 100))
+        it = iter(samples)
+        slept: list[float] = []
+        started = warm_up.wait_for_idle_cpus(lambda: next(it, None), slept.append,
+                                             give_up_s=warm_up.IDLE_WINDOW_S * (len(samples) - 1))
+        return started, len(slept)
+
+    assert fed([0.1, 0.6, 0.2, 0.5, 0.9]) == (True, 5)   # two quiet windows in a row: the 4th and 5th
+    assert fed([0.1, 0.6, 0.2, 0.6, 0.1]) == (False, 5)  # never two in a row before giving up
+    assert warm_up.wait_for_idle_cpus(lambda: None, lambda s: None) is True   # no /proc/stat: at once
