@@ -25,19 +25,24 @@ def watchdog_seconds() -> float:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc), parents before children."""
+    """Every process below `pid` (Linux /proc), parents before children: from each process's parent in
+    /proc/*/stat (a thread's `children` file misses a child for a moment when the JVM thread that forked it has just
+    ended and the child moves to another thread of the process)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue   # a process that just exited
+        parents.setdefault(parent, []).append(int(entry.name))
     out: list[int] = []
     todo = [pid]
     while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                out.append(child)
-                todo.append(child)
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
     return out
 
 

@@ -19,34 +19,15 @@ SCRIPT = r'''
 import json, os, sys
 sys.path.insert(0, sys.argv[2])
 import pyarrow as pa, pyarrow.parquet as pq
-from hang_watchdog import command_of
+from hang_watchdog import command_of, descendants
 import tablestore, tablestore.spark
 from tablestore.spark import warm_up
 from tablestore.spark.sessions import WAREHOUSE_CONF
 
-def below_me():
-    """Every process below this one, from each process's parent in /proc/*/stat (the per-thread `children` files
-    miss a child whose forking JVM thread has just ended)."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found, todo = [], [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        children = [c for c, parent in parents.items() if parent == pid]
-        found += children
-        todo += children
-    return found
-
 def processes():
     """The Python processes below this one that a write needs: name -> pids."""
     found = {}
-    for pid in below_me():
+    for pid in descendants(os.getpid()):
         command = command_of(pid)
         for name in ("tablestore.spark.catalog_service", "pyspark.sql.worker.write_into_data_source",
                      "pyspark.worker"):
