@@ -17,8 +17,9 @@ medians and writes bench/out/spark_start.json.
 
 `--pause S` waits S seconds after the session before the query (a user typing, a service starting its queries
 later), when the session's background warm-up finds idle CPUs (tablestore/spark/warm_up.py); the default 0 is a
-script that starts its query at once. `--against DIR` also times the tablestore process with the code of another checkout DIR (PYTHONPATH=DIR, its own
-jar), interleaved with this one's: a change's effect measured in one run. `--no-paimon` skips Paimon's session.
+script that starts its query at once. `--against DIR` also times the tablestore process with the code of another
+checkout DIR (PYTHONPATH=DIR, its own jar), interleaved with this one's: a change's effect measured in one run.
+`--no-paimon` skips Paimon's session.
 """
 from __future__ import annotations
 

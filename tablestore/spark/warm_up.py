@@ -7,8 +7,8 @@ whose first worker then imports tablestore's writer, and the JVM's catalog and c
 a query's first micro-batch paid them all after `start()` (docs/performance.md, "Session start and the first
 micro-batch").
 
-`session()` therefore starts them in the background, side by side, right after the session is built:
-- the catalog and commit services (`PythonService.warmUp()`);
+`session()` therefore starts them in a background thread right after the session is built:
+- the catalog and commit services, side by side (`PythonService.warmUp()` starts each in a JVM thread);
 - the planner's daemon and the tasks' daemon, with an empty `managed` write of a scratch table in a temporary
   warehouse (deleted after): planned, its tasks run (each imports tablestore's writer), committed with nothing to
   commit, so no snapshot, no file and none of the commit's fault points (tablestore/faults.py). PySpark keeps the
@@ -44,14 +44,13 @@ log = logging.getLogger(__name__)
 SWITCH_CONF = "spark.tablestore.warm-up"
 TABLE = "warm_up.t"
 
-_started: dict[str, threading.Thread] = {}
-_lock = threading.Lock()
-
-
 MODES = ("auto", "true", "false")
 IDLE_WINDOW_S = 0.5
 IDLE_WINDOWS = 2
 IDLE_GIVE_UP_S = 60.0
+
+_started: dict[str, threading.Thread] = {}
+_lock = threading.Lock()
 
 
 class WarmUpOptionError(TableStoreError, ValueError):
@@ -121,10 +120,10 @@ def _warm_up(spark: "SparkSession", when_idle: bool) -> None:
     if when_idle and not wait_for_idle_cpus():
         log.debug("tablestore's warm-up gave up: the CPUs were busy for %s s", IDLE_GIVE_UP_S)
         return
-    services = threading.Thread(target=_services, args=(spark,), name="tablestore-warm-up-services", daemon=True)
-    services.start()
-    _planner(spark)
-    services.join()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    _quietly(lambda: jvm.tablestore.spark.jvm.catalog.PythonService.warmUp())   # returns at once, both start
+    _first_write(spark)
 
 
 def _quietly(work: Callable[[], object]) -> None:
@@ -134,13 +133,9 @@ def _quietly(work: Callable[[], object]) -> None:
         log.debug("tablestore's warm-up did not complete: %s", e)
 
 
-def _services(spark: "SparkSession") -> None:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    _quietly(lambda: jvm.tablestore.spark.jvm.catalog.PythonService.warmUp())
-
-
-def _planner(spark: "SparkSession") -> None:
+def _first_write(spark: "SparkSession") -> None:
+    """The empty write of a scratch table: the planner's daemon, the tasks' daemon and a worker with the writer
+    imported."""
     import pyarrow as pa
 
     import tablestore
@@ -149,7 +144,8 @@ def _planner(spark: "SparkSession") -> None:
     root = tempfile.mkdtemp(prefix="tablestore-warm-up-")
 
     def write() -> None:
-        spark.sparkContext.setJobDescription("tablestore warm-up (tablestore/spark/warm_up.py)")   # this thread's
+        # a local property of this thread's jobs: Spark's UI names the warm-up's job
+        spark.sparkContext.setJobDescription("tablestore warm-up (tablestore/spark/warm_up.py)")
         catalog = tablestore.Catalog(root)
         catalog.create_database(TABLE.split(".")[0])
         catalog.create_table(TABLE, pa.schema([pa.field("id", pa.int64(), False)]), primary_key=["id"],
