@@ -4,36 +4,62 @@ less, so the benches print both."""
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 
-def tree_cpu_s(root: int | None = None, exclude: frozenset[int] = frozenset()) -> float:
-    """user + system seconds of process `root` (default: this one) and every live descendant, plus their reaped
-    children's; without the subtrees of the processes `exclude` (e.g. a Spark cluster this process started, whose
-    executors are not the driver's)."""
-    if not os.path.isdir("/proc"):
-        return 0.0
-    root = os.getpid() if root is None else root
-    children: dict[int, list[tuple[int, int]]] = {}
+def _processes(commands: bool = False) -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, user + system clock ticks of it and its reaped children, its command line if asked)."""
+    out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            command = ""
+            if commands:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         # fields[1]: parent pid; [11:15]: utime, stime, cutime, cstime (clock ticks)
-        children.setdefault(int(fields[1]), []).append((int(entry), sum(int(x) for x in fields[11:15])))
-    total, todo = 0, [root]
-    try:
-        with open(f"/proc/{root}/stat", encoding="ascii", errors="replace") as f:
-            total += sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:15])
-    except OSError:
-        return 0.0
+        out[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]), command)
+    return out
+
+
+def _tree(processes: dict[int, tuple[int, int, str]], root: int, exclude: frozenset[int]) -> list[int]:
+    """`root` and its live descendants, without the subtrees of `exclude`."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    tree, todo = [root], [root]
     while todo:
-        for pid, ticks in children.get(todo.pop(), []):
-            if pid in exclude:
-                continue
-            total += ticks
-            todo.append(pid)
-    return total / os.sysconf("SC_CLK_TCK")
+        for pid in children.get(todo.pop(), []):
+            if pid not in exclude:
+                tree.append(pid)
+                todo.append(pid)
+    return tree
+
+
+def tree_cpu_s(root: int | None = None, exclude: frozenset[int] = frozenset()) -> float:
+    """user + system seconds of process `root` (default: this one) and every live descendant, plus their reaped
+    children's; without the subtrees of the processes `exclude` (e.g. a Spark cluster this process started, whose
+    executors are not the driver's)."""
+    return sum(tree_cpu_by_kind(lambda _: "all", root, exclude).values())
+
+
+def tree_cpu_by_kind(kind: Callable[[str], str], root: int | None = None,
+                     exclude: frozenset[int] = frozenset()) -> dict[str, float]:
+    """`tree_cpu_s` split by `kind(command line)` of each process (a process's reaped children count as its own)."""
+    if not os.path.isdir("/proc"):
+        return {}
+    root = os.getpid() if root is None else root
+    processes = _processes(commands=True)
+    if root not in processes:
+        return {}
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in _tree(processes, root, exclude):
+        name = kind(processes[pid][2])
+        out[name] = out.get(name, 0.0) + processes[pid][1] / tick
+    return out

@@ -12,7 +12,10 @@ rounds of the ratio within a round (steadier than a ratio of bests on a noisy ma
 query (Trigger.AvailableNow over pre-written Parquet files, one per micro-batch), and
 CPU seconds per million rows of the driver (its Python process, its JVM and the Python workers that JVM starts:
 where the sink's commit, its compaction and the recording of the log's offsets run) and of the executors (their JVMs
-and Python workers: the data files and, after each commit, the log, one task per bucket: tablestore/log_publish.py).
+and Python workers: the data files and, after each commit, the log, one task per bucket: tablestore/log_publish.py),
+and of the Kafka broker (a process of its own even when this bench started it: never counted as the driver's).
+The transactional run's CPU ceiling is the rows/s it would reach with every core of the machine busy with its work
+all the time, as a share of the no-log run's: above it, a ratio needs less CPU per row, not more overlap.
 Issue 21's targets: the log run at >= 70% of the none run's rows/s; the driver's share of the job's CPU < 10%.
 Needs the Kafka broker (started if not running). Prints a table, writes bench/out/stream_log_bench.json.
 """
@@ -37,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import spark_cluster  # noqa: E402
-from proc_cpu import tree_cpu_s  # noqa: E402
+from proc_cpu import tree_cpu_by_kind, tree_cpu_s  # noqa: E402
 
 import tablestore  # noqa: E402
 import tablestore.spark  # noqa: E402
@@ -59,6 +62,15 @@ def _inputs(work: Path, args: argparse.Namespace) -> Path:
     return folder
 
 
+def driver_kind(command: str) -> str:
+    """Which part of the driver a process of its tree is, by its command line."""
+    if command.split(" ", 1)[0].endswith("java"):
+        return "JVM"
+    if "catalog_service" in command:
+        return "catalog service"
+    return "PySpark's Python workers" if "pyspark" in command else "this bench's Python"
+
+
 def _executors_cpu(cluster: spark_cluster.SparkCluster) -> float:
     return sum(tree_cpu_s(pid) for pid in cluster.executor_pids())
 
@@ -77,20 +89,35 @@ def _run(spark: Any, cluster: spark_cluster.SparkCluster, work: Path, log: str, 
     cat.create_table("db.t", SCHEMA, primary_key=["id"], options=options)
     df = spark.readStream.schema("id BIGINT, v STRING, n BIGINT").option("maxFilesPerTrigger", 1).parquet(
         str(work / "in"))
-    cluster_pids = frozenset(p.pid for p in cluster.procs)   # started by this process: not the driver's
-    driver0, executors0 = tree_cpu_s(exclude=cluster_pids), _executors_cpu(cluster)
+    broker_pid = broker.pid()
+    # the cluster and the broker may be this process's children: neither is the driver's
+    others = frozenset([p.pid for p in cluster.procs] + ([broker_pid] if broker_pid else []))
+    driver0, executors0 = tree_cpu_by_kind(driver_kind, exclude=others), _executors_cpu(cluster)
+    broker0 = tree_cpu_s(broker_pid) if broker_pid else 0.0
     began = time.monotonic()
     query = (df.writeStream.format("managed").option("warehouse", str(warehouse))
              .option("checkpointLocation", str(work / f"ck-{slug}")).trigger(availableNow=True).start("db.t"))
     query.awaitTermination()
     elapsed = time.monotonic() - began
-    driver, executors = tree_cpu_s(exclude=cluster_pids) - driver0, _executors_cpu(cluster) - executors0
+    driver1, executors = tree_cpu_by_kind(driver_kind, exclude=others), _executors_cpu(cluster) - executors0
+    split = {k: v - driver0.get(k, 0.0) for k, v in driver1.items()}
+    driver = sum(split.values())
+    kafka = (tree_cpu_s(broker_pid) - broker0) if broker_pid else 0.0
     million = args.batches * args.rows / 1e6
     appends = [s for s in cat.get_table("db.t").snapshots() if s.kind == "APPEND"]
     assert len(appends) == args.batches, len(appends)
     return {"log": log, "elapsed_s": elapsed, "rows_per_s": args.batches * args.rows / elapsed,
             "driver_cpu_s_per_m": driver / million, "executors_cpu_s_per_m": executors / million,
+            "broker_cpu_s_per_m": kafka / million,
+            "driver_split_s_per_m": {k: v / million for k, v in sorted(split.items())},
             "driver_share": driver / (driver + executors) if driver + executors else None}
+
+
+def cpu_ceiling(run: dict[str, Any], none: dict[str, Any]) -> float:
+    """The rows/s `run` could reach at most, as a share of `none`'s: every core of the machine busy with its work (the
+    driver's, the executors' and the broker's CPU per row) all the time, nothing waiting."""
+    cpu_per_m = run["driver_cpu_s_per_m"] + run["executors_cpu_s_per_m"] + run["broker_cpu_s_per_m"]
+    return (os.cpu_count() or 1) * 1e6 / cpu_per_m / none["rows_per_s"]
 
 
 def main() -> int:
@@ -126,18 +153,27 @@ def main() -> int:
     median_ratio = statistics.median(ratios)
     none, tx = results[:2]
     print(f"best of {args.rounds} interleaved rounds:")
-    print(f"{'log':<26} {'rows/s':>10} {'driver CPU s/M':>15} {'executors CPU s/M':>18} {'driver share':>13}")
+    print(f"{'log':<26} {'rows/s':>10} {'driver CPU s/M':>15} {'executors CPU s/M':>18} {'broker CPU s/M':>15} "
+          f"{'driver share':>13}")
     for r in results:
         print(f"{r['log']:<26} {r['rows_per_s']:>10,.0f} {r['driver_cpu_s_per_m']:>15.2f} "
-              f"{r['executors_cpu_s_per_m']:>18.2f} {100 * (r['driver_share'] or 0):>12.1f}%")
+              f"{r['executors_cpu_s_per_m']:>18.2f} {r['broker_cpu_s_per_m']:>15.2f} "
+              f"{100 * (r['driver_share'] or 0):>12.1f}%")
+    for r in results:
+        print(f"  {r['log']}: the driver's CPU s/M: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in r["driver_split_s_per_m"].items()))
+    ceiling = cpu_ceiling(tx, none)
     print(f"transactional log / no log: {tx['rows_per_s'] / none['rows_per_s']:.1%} of the rows/s (best rounds), "
           f"{median_ratio:.1%} (median of the rounds' ratios: {', '.join(f'{x:.1%}' for x in ratios)}); "
           "target >= 70%")
+    print(f"the transactional run's ceiling on this machine's {os.cpu_count()} cores (its CPU per row, every "
+          f"core busy all the time): {ceiling:.1%} of the no-log rows/s")
     out = ROOT / "bench" / "out" / "stream_log_bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": vars(args), "runs": results, "rounds": rounds,
                                "log_over_none": tx["rows_per_s"] / none["rows_per_s"],
-                               "log_over_none_median_of_rounds": median_ratio}, indent=2))
+                               "log_over_none_median_of_rounds": median_ratio,
+                               "log_cpu_ceiling_over_none": ceiling}, indent=2))
     print(f"wrote {out}")
     return 0
 

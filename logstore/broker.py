@@ -164,6 +164,12 @@ def status(data_dir: Path | None = None, timeout_s: float = 5.0) -> str | None:
     return state.bootstrap
 
 
+def pid(data_dir: Path | None = None) -> int | None:
+    """The process id of this run directory's broker if it runs (benchmarks keep its CPU apart from Spark's)."""
+    state = _live_state(run_dir(data_dir))
+    return None if state is None else state.pid
+
+
 def ensure_jars() -> Path:
     """The directory of broker jars (``TABLESTORE_KAFKA_LIBS`` or .cache/kafka/libs), fetched with mvn if absent."""
     libs = Path(os.environ.get("TABLESTORE_KAFKA_LIBS", DEFAULT_LIBS)).resolve()

@@ -99,10 +99,12 @@ def test_second_start_is_a_no_op(kafka_bootstrap: str) -> None:
     assert time.monotonic() - began < 10
     assert json.loads(state_file.read_text())["pid"] == pid_before
     assert broker.status() == kafka_bootstrap
+    assert broker.pid() == pid_before
 
 
 def test_status_and_stop_of_a_directory_without_broker(tmp_path: Path) -> None:
     assert broker.status(tmp_path) is None
+    assert broker.pid(tmp_path) is None
     assert broker.stop(tmp_path) is False
 
 
