@@ -186,11 +186,9 @@ public final class TaskErrors {
         return new ReportingStreamingWrite(python);
     }
 
-    private static final class ReportingStreamingWrite implements StreamingWrite {
-        private final StreamingWrite python;
-
+    private static final class ReportingStreamingWrite extends DelegatingStreamingWrite {
         ReportingStreamingWrite(StreamingWrite python) {
-            this.python = python;
+            super(python);
         }
 
         @Override
@@ -206,11 +204,6 @@ public final class TaskErrors {
         }
 
         @Override
-        public boolean useCommitCoordinator() {
-            return python.useCommitCoordinator();
-        }
-
-        @Override
         public void commit(long epochId, WriterCommitMessage[] messages) {
             throwIfFailed(messages);
             python.commit(epochId, messages);
@@ -219,11 +212,6 @@ public final class TaskErrors {
         @Override
         public void abort(long epochId, WriterCommitMessage[] messages) {
             python.abort(epochId, withoutFailed(messages));
-        }
-
-        @Override
-        public String toString() {
-            return python.toString();
         }
     }
 

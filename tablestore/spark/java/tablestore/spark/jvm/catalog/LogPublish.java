@@ -20,11 +20,11 @@ import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
+import tablestore.spark.jvm.DelegatingStreamingWrite;
 import tablestore.spark.jvm.TaskErrors;
 import tablestore.spark.jvm.read.RawSplits;
 import tablestore.spark.jvm.mirror.Contract;
@@ -139,31 +139,11 @@ public final class LogPublish {
     }
 
     static StreamingWrite streaming(StreamingWrite python, String planFile, Map<String, String> options) {
-        return new StreamingWrite() {
-            @Override
-            public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
-                return python.createStreamingWriterFactory(info);
-            }
-
-            @Override
-            public boolean useCommitCoordinator() {
-                return python.useCommitCoordinator();
-            }
-
+        return new DelegatingStreamingWrite(python) {
             @Override
             public void commit(long epochId, WriterCommitMessage[] messages) {
                 python.commit(epochId, messages);
                 publish(planFile, options);
-            }
-
-            @Override
-            public void abort(long epochId, WriterCommitMessage[] messages) {
-                python.abort(epochId, messages);
-            }
-
-            @Override
-            public String toString() {
-                return python.toString();
             }
         };
     }

@@ -14,11 +14,11 @@ import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonWriterCommitMessage;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
+import tablestore.spark.jvm.DelegatingStreamingWrite;
 
 /**
  * The commits (and aborts) of the Python data source's writes, run by a Python service process of this JVM
@@ -154,23 +154,12 @@ final class ServiceCommit {
         }
     }
 
-    private static final class Committing implements StreamingWrite {
-        private final StreamingWrite python;
+    private static final class Committing extends DelegatingStreamingWrite {
         private final LogicalWriteInfo info;
 
         Committing(StreamingWrite python, LogicalWriteInfo info) {
-            this.python = python;
+            super(python);
             this.info = info;
-        }
-
-        @Override
-        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo physical) {
-            return python.createStreamingWriterFactory(physical);
-        }
-
-        @Override
-        public boolean useCommitCoordinator() {
-            return python.useCommitCoordinator();
         }
 
         @Override
@@ -191,11 +180,6 @@ final class ServiceCommit {
             args.put("messages", pickles(messages));
             args.put("abort", abort);
             request(ACTION, args);
-        }
-
-        @Override
-        public String toString() {
-            return python.toString();
         }
     }
 }
