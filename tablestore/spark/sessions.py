@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Mapping
 
@@ -149,9 +150,30 @@ def with_extension(extensions: str | None) -> str:
     return ",".join(listed if EXTENSIONS_CLASS in listed else [*listed, EXTENSIONS_CLASS])
 
 
+_FIND_STATIC = ("import importlib.machinery, sys; "
+                "sys.exit(0 if importlib.machinery.PathFinder.find_spec('pyspark_managed') else 3)")
+"""Run by the workers' Python: whether a path entry holds `pyspark_managed` (the path finder alone, as PySpark's
+lookup of data sources, `pkgutil.iter_modules()`, sees modules: an import hook does not count)."""
+
+
+def _found_statically(spark: "SparkSession") -> bool:
+    """Whether PySpark's lookup of data sources will find `managed`, asked of the workers' Python in about 50 ms:
+    the lookup itself (Spark's first question about a Python data source) starts a worker that imports every
+    `pyspark_*` module, tablestore with it, about 0.9 s that a session need not wait for (the first use of a
+    `managed` table, or the background warm-up, pays it). False when that Python cannot tell."""
+    python = spark.conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
+    try:
+        return subprocess.run([python, "-c", _FIND_STATIC], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def _ensure_registered(spark: "SparkSession") -> None:
     """Static registration needs `pyspark_managed` importable from a path entry of the workers' Python (an
     editable install's import hook hides it from PySpark's lookup): register it at runtime when it is not."""
+    if _found_statically(spark):
+        return
     try:
         found = spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("managed")
     except Exception:   # Spark Connect, or an internal API that moved: the runtime registration is harmless

@@ -54,3 +54,32 @@ def test_a_session_built_by_hand_finds_managed_without_registering_it(tmp_path: 
     assert "CHANGES [('+I', 1), ('+I', 2), ('+I', 3)]" in done.stdout, done.stderr[-3000:]
     assert "BATCH ['id']" in done.stdout, done.stderr[-3000:]
     assert "RUNS [0, 1] 40" in done.stdout, done.stderr[-3000:]   # 4 input partitions, one writer per bucket
+
+
+class _Conf:
+    def __init__(self, python: str) -> None:
+        self.python = python
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.python if key == "spark.pyspark.python" else default
+
+
+class _Session:
+    def __init__(self, python: str) -> None:
+        self.conf = _Conf(python)
+
+
+def test_a_session_asks_the_workers_python_whether_the_lookup_will_find_managed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`session()` skips Spark's own lookup (a worker importing tablestore, about 0.9 s) when the workers' Python
+    finds `pyspark_managed` on a path entry; a Python that does not (a bare venv) sends it to the lookup and, if
+    that fails too, to the runtime registration."""
+    import venv
+
+    from tablestore.spark.sessions import _found_statically
+
+    monkeypatch.chdir(tmp_path)   # not the repository's root, whose pyspark_managed.py a `-c` Python would see
+    assert _found_statically(_Session(sys.executable))   # type: ignore[arg-type]
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    assert not _found_statically(_Session(str(tmp_path / "bare" / "bin" / "python")))   # type: ignore[arg-type]
+    assert not _found_statically(_Session(str(tmp_path / "no-such-python")))   # type: ignore[arg-type]
