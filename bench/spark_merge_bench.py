@@ -11,7 +11,13 @@ deletes of existing keys, 65% inserts of new keys (a Parquet file, a temporary v
 - floor: the same changes as `+U` / `-D` / `+I` rows of `src` written with `format("managed")` (no join, no old
   rows: what a writer that already knows the changes does);
 - scan: the 1M-row target read whole into Spark's `noop` sink (what the MERGE's join reads); `join_s` = merge -
-  floor - scan is what the MERGE adds beyond its write and its read (the join, the cardinality check).
+  floor - scan is what the MERGE adds beyond its write and its read (the join, the cardinality check);
+- the join's floor: Spark's own cheapest form of the MERGE's join, the same rows with no table format in the way:
+  the target as Parquet bucketed and sorted by `id` into as many buckets as the table (`bucketBy`: only the source
+  is shuffled, the storage-partitioned join a MERGE could at best have), right outer joined with the source into
+  `noop` (`bucketed_join`), less the source's own read (`src_scan`). `bound_{best,median}` = floor / (floor +
+  bucketed_join - src_scan): the ratio a MERGE would reach whose join cost no more than that, and no cardinality
+  check: above the target, a faster join could meet it; under it, no join in Spark can.
 Each run into a fresh copy of the 1M-row table (made untimed before it); the runs of the two kinds interleaved
 (a b a b: the machine's load drifts); tables `write-only` (no compaction after the write, the same for both).
 Prints best and median wall and CPU seconds (bench/proc_cpu.py: the driver, the JVM, its Python workers, the
@@ -91,7 +97,7 @@ def main() -> None:
         pq.write_table(source, work / "src.parquet")
         warehouse = str(work / "wh")
         spark = tablestore.spark.local_session("spark-merge-bench", conf={
-            "spark.sql.catalog.managed.warehouse": warehouse})
+            "spark.sql.catalog.managed.warehouse": warehouse, "spark.sql.warehouse.dir": str(work / "spark-wh")})
         spark.sparkContext.setLogLevel("ERROR")
         spark.read.parquet(str(work / "target.parquet")).createOrReplaceTempView("base")
         src = spark.read.parquet(str(work / "src.parquet"))
@@ -121,10 +127,27 @@ def main() -> None:
         def scan() -> None:   # what any MERGE reads: the whole target, every column
             spark.table("managed.bench.t").write.format("noop").mode("overwrite").save()
 
-        times = runs(args.repeat, {"merge": lambda: spark.sql(MERGE), "floor": floor, "scan": scan}, fresh)
+        (spark.read.parquet(str(work / "target.parquet")).write.bucketBy(args.buckets, "id").sortBy("id")
+         .mode("overwrite").saveAsTable("base_bucketed"))
+
+        join_sql = ("SELECT s.op, t.id AS target_id, t.a AS target_a, s.id, s.a, s.b, s.c FROM base_bucketed t "
+                    "RIGHT OUTER JOIN src s ON t.id = s.id")
+        plan = spark.sql(join_sql)._jdf.queryExecution().executedPlan().toString()
+        join_plan = (f"{'bucketed' if 'Bucketed: true' in plan else 'unbucketed'} target scan, "
+                     f"{plan.count('Exchange')} exchange(s), "
+                     f"{'broadcast' if 'Broadcast' in plan else 'sort-merge' if 'SortMergeJoin' in plan else 'hash'} join")
+
+        def bucketed_join() -> None:   # the MERGE's join at its cheapest in Spark (only the source shuffled)
+            spark.sql(join_sql).write.format("noop").mode("overwrite").save()
+
+        def src_scan() -> None:
+            src.write.format("noop").mode("overwrite").save()
+
+        times = runs(args.repeat, {"merge": lambda: spark.sql(MERGE), "floor": floor, "scan": scan,
+                                   "bucketed_join": bucketed_join, "src_scan": src_scan}, fresh)
         spark.stop()
         report: dict[str, Any] = {"table_rows": table_rows, "changes": changes, "buckets": args.buckets,
-                                  "repeat": args.repeat}
+                                  "repeat": args.repeat, "bucketed_join_plan": join_plan}
         for name, values in times.items():
             report[f"{name}_best"] = round(min(values), 3)
             report[f"{name}_median"] = round(statistics.median(values), 3)
@@ -138,6 +161,9 @@ def main() -> None:
             # the ratio a MERGE that reads the whole target and adds nothing else would reach
             report[f"floor_vs_floor_plus_scan_{stat}"] = round(
                 report[f"floor_s_{stat}"] / (report[f"floor_s_{stat}"] + report[f"scan_s_{stat}"]), 3)
+            # the ratio a MERGE whose join cost what Spark's own bucketed join of the same rows costs would reach
+            report[f"bound_{stat}"] = round(report[f"floor_s_{stat}"] / (
+                report[f"floor_s_{stat}"] + report[f"bucketed_join_s_{stat}"] - report[f"src_scan_s_{stat}"]), 3)
         report["loadavg_end"] = round(os.getloadavg()[0], 1)
         for key, value in report.items():
             print(f"{key:32} {value}")
