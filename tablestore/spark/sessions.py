@@ -157,7 +157,7 @@ lookup of data sources, `pkgutil.iter_modules()`, sees modules: an import hook d
 
 
 def _found_statically(spark: "SparkSession") -> bool:
-    """Whether PySpark's lookup of data sources will find `managed`, asked of the workers' Python in about 50 ms:
+    """Whether PySpark's lookup of data sources will find `managed`, asked of the workers' Python (10-50 ms):
     the lookup itself (Spark's first question about a Python data source) starts a worker that imports every
     `pyspark_*` module, tablestore with it, about 0.9 s that a session need not wait for (the first use of a
     `managed` table, or the background warm-up, pays it). False when that Python cannot tell."""
