@@ -45,21 +45,26 @@ def tree_cpu_s(root: int | None = None, exclude: frozenset[int] = frozenset()) -
     """user + system seconds of process `root` (default: this one) and every live descendant, plus their reaped
     children's; without the subtrees of the processes `exclude` (e.g. a Spark cluster this process started, whose
     executors are not the driver's)."""
-    return sum(tree_cpu_by_kind(lambda _: "all", root, exclude).values())
+    return sum(_tree_cpu(None, root, exclude).values())
 
 
 def tree_cpu_by_kind(kind: Callable[[str], str], root: int | None = None,
                      exclude: frozenset[int] = frozenset()) -> dict[str, float]:
     """`tree_cpu_s` split by `kind(command line)` of each process (a process's reaped children count as its own)."""
+    return _tree_cpu(kind, root, exclude)
+
+
+def _tree_cpu(kind: Callable[[str], str] | None, root: int | None, exclude: frozenset[int]) -> dict[str, float]:
+    """Command lines are read only when `kind` needs them: timed runs measure around `tree_cpu_s`."""
     if not os.path.isdir("/proc"):
         return {}
     root = os.getpid() if root is None else root
-    processes = _processes(commands=True)
+    processes = _processes(commands=kind is not None)
     if root not in processes:
         return {}
     out: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for pid in _tree(processes, root, exclude):
-        name = kind(processes[pid][2])
+        name = kind(processes[pid][2]) if kind is not None else "all"
         out[name] = out.get(name, 0.0) + processes[pid][1] / tick
     return out

@@ -19,7 +19,7 @@ deletes of existing keys, 65% inserts of new keys (a Parquet file, a temporary v
   the source), less the source's own read (`src_scan`). `bound_{best,median}` = floor / (floor + the cheaper
   join - src_scan): the ratio a MERGE would reach whose join cost no more than that, and no cardinality
   check: above the target, a faster join could meet it; under it, no join in Spark can.
-Each run into a fresh copy of the 1M-row table (made untimed before it); the runs of the two kinds interleaved
+Each run into a fresh copy of the 1M-row table (made untimed before it); the runs of the kinds interleaved
 (a b a b: the machine's load drifts); tables `write-only` (no compaction after the write, the same for both).
 Prints best and median wall and CPU seconds (bench/proc_cpu.py: the driver, the JVM, its Python workers, the
 catalog service) and the ratio floor / merge (target: at least 0.70); writes bench/out/spark_merge.json. Not a
