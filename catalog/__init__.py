@@ -26,9 +26,9 @@ from catalog.options import (
     UPSERT_MATERIALIZE_THRESHOLD_HIGH,
     UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
-    TableOptions,
 )
 from catalog.optiontypes import parse_duration
+from catalog.table_options import TableOptions
 
 __all__ = [
     "ALL_OPTIONS",

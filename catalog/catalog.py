@@ -32,7 +32,8 @@ from catalog.fs_options import environment_catalog_options, is_catalog_option, s
 from catalog.identifiers import check_name
 from catalog.merge_options import check_added_columns, check_merge_options
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
-from catalog.options import BUCKET, TableOptions, alter_options, session_defaults, validate_table_options
+from catalog.options import BUCKET, alter_options, session_defaults, validate_table_options
+from catalog.table_options import TableOptions
 from filestore import (
     SYSTEM_COLUMNS, FileIO, FileStore, KeyCodec, KeyCodecError, SchemaManager, TablePaths, TableSchema,
     check_conditional_writes,

@@ -21,8 +21,8 @@ from catalog.options import (
     LOG_SYSTEM,
     LOG_TOPIC,
     UPSERT_FORMAT,
-    TableOptions,
 )
+from catalog.table_options import TableOptions
 from logstore import LogFormatError, LogStoreOptions, get_format
 
 import pyarrow as pa

@@ -9,7 +9,8 @@ from typing import Sequence
 import pyarrow as pa
 
 from catalog.errors import MergeEngineOptionError, SchemaEvolutionError
-from catalog.options import AGGREGATE_SUFFIX, FIELDS, MERGE_ENGINE, SEQUENCE_FIELD, TableOptions
+from catalog.options import FIELDS, MERGE_ENGINE, SEQUENCE_FIELD
+from catalog.table_options import AGGREGATE_SUFFIX, TableOptions
 from filestore import AGGREGATE_FUNCTIONS, ORDER_FREE, MergeEngine, unsuitable_type
 
 

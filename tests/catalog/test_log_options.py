@@ -13,7 +13,7 @@ import pytest
 
 import tablestore
 from catalog.logconfig import log_store_options
-from catalog.options import TableOptions
+from catalog.table_options import TableOptions
 from tablestore import InvalidOptionError, InvalidTableError
 
 CLOSED_PORT = "127.0.0.1:1"
