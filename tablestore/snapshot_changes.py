@@ -50,12 +50,17 @@ def _by_key(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
         equal = pc.fill_null(pc.equal(a, b), False)
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
         same = pc.and_(same, pc.or_(equal, both_null))
-    old_rows = pa.table({c: joined.column(c if c in key else c + _OLD) for c in names}).cast(old.schema)
-    new_rows = pa.table({c: joined.column(c if c in key else c + _NEW) for c in names}).cast(new.schema)
+
+    def rows(side: str, mask: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+        """One side's rows where `mask` holds (cast after the filter: the other side's nulls are gone then, so a
+        NOT NULL value column casts)."""
+        picked = joined.filter(mask)
+        return pa.table({c: picked.column(c if c in key else c + side) for c in names}).cast(schema)
+
     inserted = pc.and_(in_new, pc.invert(in_old))
     deleted = pc.and_(in_old, pc.invert(in_new))
     changed = pc.and_(pc.and_(in_old, in_new), pc.invert(same))
-    before, after = old_rows.filter(changed), new_rows.filter(changed)
+    before, after = rows(_OLD, changed, old.schema), rows(_NEW, changed, new.schema)
     # -U then +U of each changed key, adjacent
     n = before.num_rows
     updates = pa.concat_tables([_with_kind(before, "-U"), _with_kind(after, "+U")])
@@ -63,8 +68,8 @@ def _by_key(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
         order = np.empty(2 * n, dtype=np.int64)
         order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
         updates = updates.take(pa.array(order))
-    return pa.concat_tables([_with_kind(old_rows.filter(deleted), "-D"), updates,
-                             _with_kind(new_rows.filter(inserted), "+I")])
+    return pa.concat_tables([_with_kind(rows(_OLD, deleted, old.schema), "-D"), updates,
+                             _with_kind(rows(_NEW, inserted, new.schema), "+I")])
 
 
 def _as_multiset(old: pa.Table, new: pa.Table) -> pa.Table:

@@ -62,3 +62,19 @@ def test_snapshot_changelog_replays_to_every_snapshot(tmp_path: Path, steps: lis
         got = sorted(((r["id"], r["v"], r["part"]) for r in keyed.values()) if pk else counted.elements(), key=repr)
         assert got == expected
         previous = snapshot
+
+
+def test_a_not_null_value_column_streams_inserts_updates_and_deletes(tmp_path: Path) -> None:
+    cat = tablestore.Catalog(str(tmp_path / "wh"))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"], options={"bucket": "1"})   # `part`: a NOT NULL value
+    t.write(pa.Table.from_pylist([{"id": 1, "v": 1, "part": "x"}, {"id": 2, "v": 2, "part": "y"}], schema=SCHEMA))
+    t.write(pa.Table.from_pylist([{"id": 2, "v": 3, "part": "z"}, {"id": 1, "v": 1, "part": "x"}], schema=SCHEMA)
+            .add_column(0, "_row_kind", pa.array(["+U", "-D"])))
+    store = t._handle.store
+    first, second = (store.snapshots.get(i) for i in (1, 2))
+    assert [c.to_pylist() for c in snapshot_changes(store, None, first)] == [[
+        {"_row_kind": "+I", "id": 1, "v": 1, "part": "x"}, {"_row_kind": "+I", "id": 2, "v": 2, "part": "y"}]]
+    assert [c.to_pylist() for c in snapshot_changes(store, first, second)] == [[
+        {"_row_kind": "-D", "id": 1, "v": 1, "part": "x"}, {"_row_kind": "-U", "id": 2, "v": 2, "part": "y"},
+        {"_row_kind": "+U", "id": 2, "v": 3, "part": "z"}]]
