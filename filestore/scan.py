@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 
 from filestore.errors import SchemaMismatchError
 from filestore.keycodec import decode_value
+from filestore.live import LiveFiles
 from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.partition import partition_value
 from filestore.context import StoreContext
@@ -61,6 +62,25 @@ def _cast_bounds(bounds: tuple[pa.Scalar, pa.Scalar], type_: pa.DataType) -> tup
         return None
 
 
+def keys_filter(keys: pa.Table, columns: Sequence[str]) -> tuple[pc.Expression, pc.Expression | None]:
+    """Filters for the rows whose key (`columns`) is among the rows of `keys`: (each key column's value in that
+    column's set of values: exact for one key column, a superset for a composite key; the span of each column's
+    values, which prunes the files and row groups whose key range holds none of them, None when there is none: a
+    float column's NaN lies outside any min/max). Keys are never null (key columns are NOT NULL)."""
+    exact: pc.Expression | None = None
+    bounds: pc.Expression | None = None
+    for k in columns:
+        values = pc.unique(keys.column(k).drop_null())
+        term = pc.field(k).isin(values)
+        exact = term if exact is None else exact & term
+        if len(values) and not pa.types.is_floating(values.type):
+            extremes = pc.min_max(values)
+            span = (pc.field(k) >= extremes["min"]) & (pc.field(k) <= extremes["max"])
+            bounds = span if bounds is None else bounds & span
+    assert exact is not None, "a key has at least one column"
+    return exact, bounds
+
+
 def check_filter(schema: pa.Schema, filter: object, table_name: str) -> None:
     """A filter is a boolean `pyarrow.compute.Expression` over the table's columns; SchemaMismatchError otherwise
     (evaluated once on an empty table, so the user gets a typed error naming the table, not an Arrow one)."""
@@ -82,14 +102,24 @@ class FileStoreScan:
             check_filter(self.context.schema.arrow_schema, filter, self.context.table_name)
         if snapshot is None:
             return []
-        entries = list(self.context.live_entries(snapshot).values())
+        return self.plan_live(self.context.live_files(snapshot), filter)
+
+    def plan_live(self, live: LiveFiles, filter: pc.Expression | None = None,
+                  where: tuple[Partition | None, int | None] = (None, None)) -> list[Split]:
+        """`plan` of live files already read; `where` = (partition, bucket) keeps one partition, one bucket or both
+        (None: any)."""
+        if live.snapshot is None:
+            return []
+        partition, bucket = where
+        entries = [e for e in live.entries.values()
+                   if (partition is None or e.partition == partition) and (bucket is None or e.bucket == bucket)]
         if filter is not None:
             entries = self._prune(entries, filter)
         grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
         for e in entries:
             grouped[(e.partition, e.bucket)].append(e.file)
         return [
-            Split(snapshot.id, partition, bucket, tuple(sorted(files, key=lambda f: f.min_sequence_number)))
+            Split(live.snapshot.id, partition, bucket, tuple(sorted(files, key=lambda f: f.min_sequence_number)))
             for (partition, bucket), files in sorted(grouped.items())
         ]
 

@@ -23,7 +23,7 @@ from filestore.meta import DataFileMeta, ManifestEntry, Partition, Snapshot
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.read import SplitRead
-from filestore.scan import FileStoreScan
+from filestore.scan import FileStoreScan, keys_filter
 from filestore.schema import TableSchema
 from filestore.snapshot import SnapshotManager
 from filestore.write import FileStoreWrite
@@ -105,6 +105,17 @@ class FileStore:
 
     def new_read(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None) -> SplitRead:
         return SplitRead(self.context, columns, filter)
+
+    def read_keys(self, live: LiveFiles, keys: pa.Table,
+                  where: tuple[Partition | None, int | None] = (None, None)) -> pa.Table:
+        """The merged rows at `live` (in `where`: a partition, a bucket or both, None: any) whose primary key is
+        among the rows of `keys` (their key columns), plus possibly a few others for a composite key (the filter
+        is per key column): the files whose key range holds none of the keys are pruned, and the key filter is
+        applied below the merge, by the Parquet reader (filestore.read)."""
+        if live.snapshot is None or keys.num_rows == 0:
+            return self.schema.arrow_schema.empty_table()
+        exact, bounds = keys_filter(keys, self.schema.primary_keys)
+        return self.new_read(None, exact).to_table(self.new_scan().plan_live(live, bounds, where))
 
     def new_write(self, base: LiveFiles | None = None) -> FileStoreWrite:
         """A writer whose sequence numbers continue from `base`, the live files of the snapshot it writes on

@@ -248,15 +248,4 @@ def _rows_at(source: ChangeSource, snapshot_id: int, bucket: int, records: pa.Ta
         snapshot = source.store.snapshots.get(snapshot_id)
     except SnapshotNotFoundError:
         raise ChangesExpiredError(source.name, bucket, snapshot_id, source.store.snapshots.earliest_id()) from None
-    exact: pc.Expression | None = None
-    bounds: pc.Expression | None = None
-    for k in source.primary_key:
-        values = pc.unique(records.column(k).drop_null())
-        term = pc.field(k).isin(values)
-        exact = term if exact is None else exact & term
-        if len(values) and not pa.types.is_floating(values.type):  # (NaN is outside any min/max)
-            extremes = pc.min_max(values)  # prunes the files whose key range holds none of the keys
-            span = (pc.field(k) >= extremes["min"]) & (pc.field(k) <= extremes["max"])
-            bounds = span if bounds is None else bounds & span
-    splits = [s for s in source.store.new_scan().plan(snapshot, bounds) if s.bucket == bucket]
-    return source.store.new_read(None, exact).to_table(splits)
+    return source.store.read_keys(source.store.live_files(snapshot), records, (None, bucket))

@@ -40,7 +40,7 @@ from filestore import CommitKind, FileStore, Snapshot
 from tablestore.errors import TableStoreError
 from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
-from tablestore.snapshot_changes import bucket_changes
+from tablestore.snapshot_changes import bucket_changes, touched_keys
 
 log_ = logging.getLogger(__name__)
 
@@ -237,12 +237,7 @@ def log_changes(store: FileStore, log: logstore.LogStore, snapshot: Snapshot, bu
             raise TableStoreError(f"table {store.context.table_name!r}: snapshot {snapshot.id - 1} has expired, so "
                                   f"the merged changes of snapshot {snapshot.id} cannot be computed for the log")
         parent = store.snapshots.get(snapshot.id - 1)
-    key = list(store.schema.primary_keys)
-    added: dict[tuple[tuple[str, ...], int], list[pa.Table]] = {}
-    for m in messages:   # the keys the snapshot can have changed: those of the files it adds
-        added.setdefault((m.partition, m.bucket), []).extend(
-            store.context.read_file(m.partition, m.bucket, f, key) for f in m.added)
-    touched = {part: pa.concat_tables(tables) for part, tables in added.items() if tables}
+    touched = touched_keys(store, snapshot, bucket)   # the keys it can have changed: those of the files it adds
     for (_, b), changes in bucket_changes(store, parent, snapshot, touched.keys(), touched):
         yield changes, np.full(changes.num_rows, b, dtype=np.int32)
 

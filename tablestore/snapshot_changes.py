@@ -2,7 +2,9 @@
 what the log of a table whose rows merge holds (tablestore.log_publish.log_changes).
 
 For each (partition, bucket) whose live files differ between snapshot `a` (None: the empty table) and `b`, both
-versions are merge-read and compared, vectorised (pyarrow joins):
+versions are merge-read and compared, vectorised (pyarrow joins). When `b` appends to its parent `a`, only the rows
+of the keys its added files hold are read on both sides (`touched_keys`, FileStore.read_keys: files and row groups
+that hold none of them are skipped), so a small commit into a large table reads little of it. The comparison:
 - a primary-key table by key: a key only in `b` is `+I` (the new row), only in `a` is `-D` (the old row), in both
   with another value `-U` (old row) then `+U` (new row); an unchanged key is nothing;
 - a table without a primary key as a multiset: a row whose count grew by n is n `+I`, shrank by n is n `-D`.
@@ -17,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import filestore
 import logstore
-from filestore import FileStore, LiveFiles, Snapshot, Split
+from filestore import CommitKind, FileStore, LiveFiles, Snapshot, Split
 
 _OLD, _NEW = "__old", "__new"
 
@@ -89,9 +92,31 @@ def _as_multiset(old: pa.Table, new: pa.Table) -> pa.Table:
 
 
 def snapshot_changes(store: FileStore, a: Snapshot | None, b: Snapshot) -> Iterator[pa.Table]:
-    """The changelog from snapshot `a` to snapshot `b`, one table per (partition, bucket) that changed."""
-    for _, changes in bucket_changes(store, a, b):
+    """The changelog from snapshot `a` to snapshot `b`, one table per (partition, bucket) that changed. When `b` is
+    a compaction (it changes no row) there is none; when `b` appends to its parent `a`, only the keys of the files
+    it adds can have changed, so only their rows are read (`touched_keys`)."""
+    if b.commit_kind == CommitKind.COMPACT:
+        return
+    touched = None
+    if a is not None and a.id == b.id - 1 and b.commit_kind == CommitKind.APPEND and store.schema.primary_keys:
+        touched = touched_keys(store, b)
+    for _, changes in bucket_changes(store, a, b, None if touched is None else touched.keys(), touched):
         yield changes
+
+
+def touched_keys(store: FileStore, snapshot: Snapshot, bucket: int | None = None
+                 ) -> dict[tuple[tuple[str, ...], int], pa.Table]:
+    """Per (partition, bucket) (in `bucket`, or all), the key columns of the files `snapshot` adds there: for a
+    snapshot that appends to its parent, the only keys whose rows it can have changed (a delete is a record in an
+    added file too)."""
+    key = list(store.schema.primary_keys)
+    added: dict[tuple[tuple[str, ...], int], list[pa.Table]] = {}
+    for m in filestore.added_by(store.context, snapshot):
+        if bucket is not None and m.bucket != bucket:
+            continue
+        added.setdefault((m.partition, m.bucket), []).extend(
+            store.context.read_file(m.partition, m.bucket, f, key) for f in m.added)
+    return {part: pa.concat_tables(tables) for part, tables in added.items() if tables}
 
 
 def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
@@ -99,8 +124,9 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
                    touched: Mapping[tuple[tuple[str, ...], int], pa.Table] | None = None
                    ) -> Iterator[tuple[tuple[tuple[str, ...], int], pa.Table]]:
     """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all).
-    `touched` (primary-key tables): per (partition, bucket), the only keys that can have changed (the key columns
-    of the files `b` adds there): the rows of other keys are dropped before the comparison."""
+    `touched` (primary-key tables): per (partition, bucket), the only keys that can have changed (`touched_keys`):
+    only their rows are read, at `a` and at `b` (FileStore.read_keys: files and row groups that hold none of them
+    are skipped), and compared."""
     old_live, new_live = store.live_files(a), store.live_files(b)
     old_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
     new_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
@@ -112,12 +138,15 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
     for part in sorted(set(old_files) | set(new_files)):
         if old_files.get(part) == new_files.get(part):
             continue
-        old = _rows(store, old_live, part, a.id if a is not None else 0)
-        new = _rows(store, new_live, part, b.id)
         keys = touched.get(part) if touched is not None and key else None
-        if keys is not None:
+        if keys is None:
+            old = _rows(store, old_live, part, a.id if a is not None else 0)
+            new = _rows(store, new_live, part, b.id)
+        else:
             keys = keys.group_by(key, use_threads=False).aggregate([])
-            old, new = (t.join(keys, keys=key, join_type="left semi", use_threads=False) for t in (old, new))
+            old, new = (store.read_keys(live, keys, part) for live in (old_live, new_live))
+            if len(key) > 1:  # the per-column key filter is a superset for a composite key
+                old, new = (t.join(keys, keys=key, join_type="left semi", use_threads=False) for t in (old, new))
         changes = _by_key(old, new, key) if key else _as_multiset(old, new)
         if changes.num_rows:
             yield part, changes
