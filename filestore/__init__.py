@@ -33,6 +33,7 @@ from filestore.keycodec import KeyCodec
 from filestore.merge_engine import (AGGREGATE_FUNCTIONS, DEFAULT_AGGREGATE, ENGINES, ORDER_FREE, RETRACTING,
                                     EngineName, MergeEngine, unsuitable_type)
 from filestore.live import LiveFiles
+from filestore.parallel import pool
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
@@ -104,6 +105,7 @@ __all__ = [
     "normalize_keys",
     "partition_value",
     "plan_compaction",
+    "pool",
     "read_data_file",
     "remove_orphan_files",
     "render_partition_column",

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 import filestore
 import logstore
-from filestore import CommitKind, FileStore, LiveFiles, Snapshot, Split
+from filestore import CommitKind, FileStore, LiveFiles, Snapshot, Split, pool
 
 _OLD, _NEW = "__old", "__new"
 
@@ -123,10 +123,13 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
                    where: Collection[tuple[tuple[str, ...], int]] | None = None,
                    touched: Mapping[tuple[tuple[str, ...], int], pa.Table] | None = None
                    ) -> Iterator[tuple[tuple[tuple[str, ...], int], pa.Table]]:
-    """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all).
-    `touched` (primary-key tables): per (partition, bucket), the only keys that can have changed (`touched_keys`):
-    only their rows are read, at `a` and at `b` (FileStore.read_keys: files and row groups that hold none of them
-    are skipped), and compared."""
+    """((partition, bucket), its changelog from `a` to `b`) for each one that changed, among `where` (None: all),
+    the buckets computed in parallel on the file store's pool. `touched` (primary-key tables): per (partition,
+    bucket), the only keys that can have changed (`touched_keys`): only their rows are read, at `a` and at `b`
+    (FileStore.read_keys: files and row groups that hold none of them are skipped), and compared. A bucket that `b`
+    only adds files to, in a table that keeps each key's newest row (the default merge engine), has those keys'
+    rows at `b` in the added files alone (they sort after every older file: filestore.commit), so only they are read
+    for `b`."""
     old_live, new_live = store.live_files(a), store.live_files(b)
     old_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
     new_files: dict[tuple[tuple[str, ...], int], set[str]] = {}
@@ -135,18 +138,30 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
             if where is None or (e.partition, e.bucket) in where:
                 files.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
     key = list(store.schema.primary_keys)
-    for part in sorted(set(old_files) | set(new_files)):
-        if old_files.get(part) == new_files.get(part):
-            continue
+    newest_wins = store.context.options.merge_engine.is_default
+
+    def changes_of(part: tuple[tuple[str, ...], int]) -> pa.Table:
         keys = touched.get(part) if touched is not None and key else None
         if keys is None:
             old = _rows(store, old_live, part, a.id if a is not None else 0)
             new = _rows(store, new_live, part, b.id)
+            return _by_key(old, new, key) if key else _as_multiset(old, new)
+        keys = keys.group_by(key, use_threads=False).aggregate([])
+        before, after = old_files.get(part, set()), new_files.get(part, set())
+        old = store.read_keys(old_live, keys, part)
+        if newest_wins and before <= after:
+            added = tuple(e.file for e in new_live.entries.values()
+                          if (e.partition, e.bucket) == part and e.file.file_name not in before)
+            new = store.new_read().read(Split(b.id, part[0], part[1],
+                                              tuple(sorted(added, key=lambda f: f.min_sequence_number))))
         else:
-            keys = keys.group_by(key, use_threads=False).aggregate([])
-            old, new = (store.read_keys(live, keys, part) for live in (old_live, new_live))
-            if len(key) > 1:  # the per-column key filter is a superset for a composite key
-                old, new = (t.join(keys, keys=key, join_type="left semi", use_threads=False) for t in (old, new))
-        changes = _by_key(old, new, key) if key else _as_multiset(old, new)
+            new = store.read_keys(new_live, keys, part)
+        if len(key) > 1:  # the per-column key filter is a superset for a composite key
+            old, new = (t.join(keys, keys=key, join_type="left semi", use_threads=False) for t in (old, new))
+        return _by_key(old, new, key)
+
+    parts = [part for part in sorted(set(old_files) | set(new_files)) if old_files.get(part) != new_files.get(part)]
+    results = pool().map(changes_of, parts) if len(parts) > 1 else [changes_of(part) for part in parts]
+    for part, changes in zip(parts, results):
         if changes.num_rows:
             yield part, changes
