@@ -88,6 +88,14 @@ def plan_read(args: Mapping[str, Any]) -> dict[str, Any] | None:
     return plan_in_service(args)
 
 
+def stream_changes(args: Mapping[str, Any]) -> dict[str, int] | None:
+    """A micro-batch of a log-less table's changes for the JVM's stream (tablestore/spark/stream_read.py,
+    `changes_in_service`)."""
+    from tablestore.spark.stream_read import changes_in_service
+
+    return changes_in_service(args)
+
+
 def source_schema(args: Mapping[str, Any]) -> str:
     """The `managed` data source's schema for a batch read's or a write's options ("options"), what the Python
     source's `schema()` answers (datasource.schema_of, its option checks included), as Spark's JSON: the JVM
@@ -157,6 +165,7 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "record_log_published": record_log_published,
     "plan_read": plan_read,
     "source_schema": source_schema,
+    "stream_changes": stream_changes,
     "prepare_stream_commit": prepare_stream_commit,
     "commit_stream_write": commit_stream_write,
     "commit_batch_write": commit_batch_write,

@@ -22,13 +22,20 @@ BOOTSTRAP = "table-storage.log.properties.bootstrap.servers"
 def _run(spark: Any, table: str, checkpoint: Path, **options: Any) -> list[tuple[str, int, str]]:
     """One AvailableNow run of the changes of `table` into a Parquet sink (exactly once across restarts); what the
     sink holds after it, from every run on this checkpoint."""
+    rows, _ = _run_query(spark, table, checkpoint, **options)
+    return [(r["_row_kind"], r["id"], r["v"]) for r in rows]
+
+
+def _run_query(spark: Any, table: str, checkpoint: Path, **options: Any) -> tuple[list[Any], dict[str, int]]:
+    """`_run`'s rows, whole, and the source's metrics summed over the run's micro-batches."""
     out = checkpoint.parent / (checkpoint.name + "-out")
     df = tablestore.spark.read_changes(spark, table, **options)
     query = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     query.awaitTermination(240)
     assert query.exception() is None
-    return [(r["_row_kind"], r["id"], r["v"]) for r in spark.read.parquet(str(out)).collect()]
+    metrics = {k: int(v) for k, v in (query.lastProgress["sources"][0].get("metrics") or {}).items()}
+    return spark.read.parquet(str(out)).collect(), metrics
 
 
 def test_a_table_without_a_log_streams_its_snapshots_as_a_changelog(
@@ -47,6 +54,45 @@ def test_a_table_without_a_log_streams_its_snapshots_as_a_changelog(
     assert sorted(_run(spark, t.name, ck)) == sorted(first + changes)  # resumed at the end: nothing twice
 
 
+TYPED = pa.schema([pa.field("id", pa.int64(), False), ("flag", pa.bool_()), ("small", pa.int32()),
+                   ("price", pa.decimal128(10, 2)), ("at", pa.timestamp("us", "UTC")), ("day", pa.date32()),
+                   ("raw", pa.binary()), ("f", pa.float64()), ("v", pa.string())])
+
+
+def test_a_table_without_a_log_has_its_snapshot_batches_computed_by_the_catalog_service(
+        spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    """After the base (read by Python's reader), each snapshot's batch is computed by the catalog service and read
+    by the JVM from Arrow: the same rows, every type as the table holds it."""
+    import datetime
+    import decimal
+
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.typed_nolog", TYPED, primary_key=["id"], options={"bucket": "2"})
+    at = datetime.datetime(2026, 11, 29, 1, 2, 3, 456789, tzinfo=datetime.timezone.utc)
+    first = {"id": 1, "flag": True, "small": -7, "price": decimal.Decimal("12.34"), "at": at,
+             "day": datetime.date(2026, 11, 29), "raw": b"\x00\xff", "f": 1.5, "v": "a"}
+    t.write(pa.Table.from_pylist([first, {"id": 2, **{k: None for k in TYPED.names[1:]}}], schema=TYPED))
+    ck = tmp_path / "ck"
+    rows, metrics = _run_query(spark, t.name, ck)
+    assert sorted(r["id"] for r in rows) == [1, 2]
+    second = {**first, "id": 3, "price": decimal.Decimal("-0.01"), "v": "\u00e9t\u00e9", "f": float("inf")}
+    changes = pa.Table.from_pylist([{**first, "v": "a2"}, second], schema=TYPED)
+    t.write(changes.add_column(0, "_row_kind", pa.array(["+U", "+I"])))
+    t.write(pa.Table.from_pylist([{"id": 2, **{k: None for k in TYPED.names[1:]}}], schema=TYPED)
+            .add_column(0, "_row_kind", pa.array(["-D"])))
+    rows, metrics = _run_query(spark, t.name, ck)
+    assert metrics.get("batchesComputedByService", 0) >= 1 and metrics.get("batchesReadByPython") == 0
+    got = sorted(((r["_row_kind"], r["id"]), {k: r[k] for k in TYPED.names}) for r in rows)
+    expected = sorted([(("+I", 1), first), (("+I", 2), {"id": 2, **{k: None for k in TYPED.names[1:]}}),
+                       (("-U", 1), first), (("+U", 1), {**first, "v": "a2"}), (("+I", 3), second),
+                       (("-D", 2), {"id": 2, **{k: None for k in TYPED.names[1:]}})], key=lambda x: x[0])
+    assert [k for k, _ in got] == [k for k, _ in expected]
+    for (kind, g), (_, e) in zip(got, expected):
+        when = None if g["at"] is None else g["at"].astimezone(datetime.timezone.utc)  # Spark: the local time
+        assert {**g, "raw": None if g["raw"] is None else bytes(g["raw"]), "at": when} == e, kind
+
+
 @pytest.mark.kafka
 def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -61,7 +107,9 @@ def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         ck = tmp_path / "ck"
         assert sorted(_run(spark, t.name, ck, **opts)) == [("+I", 1, "a"), ("+I", 2, "b")]
         t.write(pa.Table.from_pylist([{"id": 3, "v": "c"}, {"id": 4, "v": "d"}, {"id": 5, "v": "e"}], schema=SCHEMA))
-        got = _run(spark, t.name, ck, **{"max-rows-per-trigger": "1"}, **opts)
+        rows, metrics = _run_query(spark, t.name, ck, **{"max-rows-per-trigger": "1"}, **opts)
+        assert metrics.get("batchesComputedByService") == 0   # a log: its ranges are read by Python's reader
+        got = [(r["_row_kind"], r["id"], r["v"]) for r in rows]
         every = [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c"), ("+I", 4, "d"), ("+I", 5, "e")]
         assert sorted(got) == every  # the new ones once each
         files = list((tmp_path / "ck-out").glob("part-*.parquet"))

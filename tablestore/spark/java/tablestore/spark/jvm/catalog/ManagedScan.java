@@ -248,8 +248,10 @@ final class ManagedScan {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            Map<String, String> options = builder.options.asCaseSensitiveMap();
             if (builder.table.changelogSchema()) {   // a data source's streaming read: Python's changelog as it is
-                return python.toMicroBatchStream(checkpointLocation);
+                return ServiceChanges.wrap(python.toMicroBatchStream(checkpointLocation), options,
+                    python.readSchema());
             }
             if (!SparkTraits.ROW_KIND_METADATA_COLUMN) {
                 LOG.warn("streaming read of managed table {}: this Spark (4.1) cannot offer the _row_kind column "
@@ -261,8 +263,8 @@ final class ManagedScan {
             for (StructField f : builder.schema.fields()) {
                 changes = changes.add(f);
             }
-            MicroBatchStream stream = builder.table.pythonScan(changes, builder.options.asCaseSensitiveMap(),
-                builder.table.newRawPlan(changes)).build().toMicroBatchStream(checkpointLocation);
+            MicroBatchStream stream = ServiceChanges.wrap(builder.table.pythonScan(changes, options,
+                builder.table.newRawPlan(changes)).build().toMicroBatchStream(checkpointLocation), options, changes);
             int n = builder.read.size();
             int[] order = new int[builder.rowKind ? n + 1 : n];
             int[] columns = RawSplits.ordinals(builder.schema, builder.read);
@@ -309,7 +311,7 @@ final class ManagedScan {
             boolean upsertsOnly) {
         Set<Class<?>> interfaces = new LinkedHashSet<>();
         for (Class<?> c = stream.getClass(); c != null; c = c.getSuperclass()) {
-            collect(c, interfaces);
+            ServiceChanges.collect(c, interfaces);
         }
         InvocationHandler handler = (proxy, method, args) -> {
             try {
@@ -321,19 +323,11 @@ final class ManagedScan {
                 }
                 return method.invoke(stream, args);
             } catch (InvocationTargetException e) {
-                throw e.getCause();
+                throw ServiceChanges.thrown(method, e.getCause());
             }
         };
         return (MicroBatchStream) Proxy.newProxyInstance(ManagedScan.class.getClassLoader(),
             interfaces.toArray(new Class<?>[0]), handler);
-    }
-
-    private static void collect(Class<?> c, Set<Class<?>> out) {
-        for (Class<?> i : c.getInterfaces()) {
-            if (java.lang.reflect.Modifier.isPublic(i.getModifiers()) && out.add(i)) {
-                collect(i, out);
-            }
-        }
     }
 
     /** Rows of {@code delegate} with the columns at {@code order} (-1: the constant {@code +I}). */
