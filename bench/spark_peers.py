@@ -14,8 +14,9 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
 - scan (every row into Spark's `noop` sink), and a 1% key range (`WHERE id < bound`), of the upserted table;
 - full compaction, then the scan and the range again;
 - streaming upserts: the same 10 batches as 10 micro-batches (Delta: foreachBatch + MERGE, as its users do);
-- latency from a commit (a write of 1,000 rows returned) to a streaming reader of the table's changes having
-  them (tablestore: `readStream.format("managed")`, a table without a log: snapshots compared; Paimon: its
+- latency from a commit (a write of 1,000 rows, 500 updates spread over the table and 500 new keys, returned) into
+  a table of the base's 1M rows to a streaming reader of the table's changes having collected them (tablestore:
+  `readStream.format("managed")`, a table without a log: the commit's keys read before and after it; Paimon: its
   streaming source, scan.mode latest; Delta: its change data feed; Parquet: a file stream), median of 5.
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
 timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and sum of a column against the generator's truth) and a wrong one
