@@ -111,7 +111,9 @@ CHANGELOG_NORMALIZE: ConfigOption[bool] = ConfigOption(
     "deleted one, nothing for a key no snapshot showed or a row rewritten unchanged, whatever `log.changelog-mode` "
     "and `log.consistency` are; `false`, the records as the log stores them (upsert mode: `+I`/`+U`/`-D`, no "
     "`-U`). Also per read: `.option(\"changelog.normalize\", ...)`, `read_changes(normalize=...)`. Tables without "
-    "a primary key always give their stored `+I`/`-D` records; tables without a log their snapshots' changes.",
+    "a primary key always give their stored `+I`/`-D` records. A table without a log streams each snapshot's "
+    "changelog (`true`), or with `false`, when it keeps each key's newest row (`deduplicate`, no `sequence.field`), "
+    "each snapshot's records as written (`+I` for a row written, `-D` for a delete), read from its new files alone.",
 )
 
 SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import filestore
 import logstore
 from filestore import CommitKind, FileStore, LiveFiles, Snapshot, Split, pool
+from tablestore.prepared import changes_of
 
 _OLD, _NEW = "__old", "__new"
 
@@ -101,6 +102,23 @@ def snapshot_changes(store: FileStore, a: Snapshot | None, b: Snapshot) -> Itera
     if a is not None and a.id == b.id - 1 and b.commit_kind == CommitKind.APPEND and store.schema.primary_keys:
         touched = touched_keys(store, b)
     for _, changes in bucket_changes(store, a, b, None if touched is None else touched.keys(), touched):
+        yield changes
+
+
+def snapshot_records(store: FileStore, a: Snapshot | None, b: Snapshot) -> Iterator[pa.Table]:
+    """The records snapshot `b` wrote as its files store them (`changelog.normalize` = false on a table without a
+    log): `+I` for each row written (an insert or an update: files keep no `+U`), `-D` for each delete, read from
+    the files `b` adds alone, as an upsert-mode log holds them (tablestore.prepared.changes_of): no row before `b`
+    is read. Only for an append to a primary-key table that keeps each key's newest row; otherwise (another merge
+    engine, whose records are not rows; an overwrite, whose dropped rows no file records) the snapshot's changelog
+    (`snapshot_changes`). A compaction wrote no record: nothing."""
+    if b.commit_kind == CommitKind.COMPACT:
+        return
+    if not (store.schema.primary_keys and store.context.options.merge_engine.is_default
+            and b.commit_kind == CommitKind.APPEND):
+        yield from snapshot_changes(store, a, b)
+        return
+    for changes, _ in changes_of(store.context, filestore.added_by(store.context, b)):
         yield changes
 
 

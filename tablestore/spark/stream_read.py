@@ -44,7 +44,7 @@ from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
 from tablestore.log_changes import ChangeSource, commit_end, commit_start, range_changes
 from tablestore.log_publish import handover_snapshot
-from tablestore.snapshot_changes import snapshot_changes
+from tablestore.snapshot_changes import snapshot_changes, snapshot_records
 from tablestore.spark.source_options import DataSourceOptionError, TableRef, int_option, table_ref
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class ChangesPartition(InputPartition):
     log_end: tuple[tuple[int, int], ...] = ()
     parent: int | None = None
     snapshot: int | None = None
+    stored: bool = False   # a snapshot's records as written (`_stored_records`), not its changelog
 
 
 def changes_schema(ref: TableRef) -> pa.Schema:
@@ -90,6 +91,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.scan == "from-timestamp" and self.timestamp_ms is None:
             raise DataSourceOptionError(f"table {table!r}: scan 'from-timestamp' needs option 'scan.timestamp-ms'")
         self.normalize = _normalize(options, self.ref)
+        self.stored = _stored_records(options, self.ref)
         self.max_rows = int_option(options, "max-rows-per-trigger", table)
         if self.max_rows and not ADMISSION_CONTROL:
             warnings.warn(f"table {table!r}: option 'max-rows-per-trigger' needs PySpark >= 4.2 (admission control "
@@ -180,7 +182,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             store = self.ref.handle().store
             for sid in range(int(start["snapshot"]) + 1, int(end["snapshot"]) + 1):
                 if store.snapshots.exists(sid):
-                    parts.append(ChangesPartition("snapshot", parent=sid - 1, snapshot=sid))
+                    parts.append(ChangesPartition("snapshot", parent=sid - 1, snapshot=sid, stored=self.stored))
             return parts
         begin, stop = _offsets(start["log"]), _offsets(end["log"])
         ranges = tuple((p, o) for p, o in sorted(begin.items()) if stop.get(p, o) > o)
@@ -204,7 +206,7 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     0, ROW_KIND_COLUMN, insert_kinds(batch.num_rows)), schema)
         elif partition.kind == "snapshot":
             assert partition.snapshot is not None
-            yield from _snapshot_batches(handle.store, partition.snapshot, schema)
+            yield from _snapshot_batches(handle.store, partition.snapshot, schema, partition.stored)
         elif partition.kind == "commits":
             assert handle.log is not None
             (bucket, start), = partition.log_start
@@ -242,17 +244,30 @@ def stream_schema(ref: TableRef, started: "StructType") -> pa.Schema:
     return pa.schema(fields)
 
 
-def _normalize(options: dict[str, str], ref: TableRef) -> bool:
+def _normalize(options: Mapping[str, str], ref: TableRef) -> bool:
     """Whether the log is read as the changelog of its commits: `changelog.normalize` (the read's option, else
     the table's) on a primary-key table with a log."""
-    key = catalog.CHANGELOG_NORMALIZE.key
     handle = ref.handle()
+    return _wanted_normalize(options, ref) and handle.schema.has_primary_key and handle.log is not None
+
+
+def _stored_records(options: Mapping[str, str], ref: TableRef) -> bool:
+    """Whether a table without a log streams each snapshot's records as written (snapshot_changes.snapshot_records)
+    rather than its changelog: `changelog.normalize` = false on a primary-key table that keeps each key's newest
+    row (another merge engine's records are not rows: its changelog then)."""
+    handle = ref.handle()
+    return (not _wanted_normalize(options, ref) and handle.log is None and handle.schema.has_primary_key
+            and handle.store.options.merge_engine.is_default)
+
+
+def _wanted_normalize(options: Mapping[str, str], ref: TableRef) -> bool:
+    key = catalog.CHANGELOG_NORMALIZE.key
     try:
         wanted = (catalog.CHANGELOG_NORMALIZE.parse(options[key]) if key in options
-                  else handle.options.get(catalog.CHANGELOG_NORMALIZE))
+                  else ref.handle().options.get(catalog.CHANGELOG_NORMALIZE))
     except catalog.InvalidOptionError as e:
         raise DataSourceOptionError(f"table {ref.identifier!r}: {e}") from None
-    return bool(wanted) and handle.schema.has_primary_key and handle.log is not None
+    return bool(wanted)
 
 
 def _json(offsets: dict[int, int]) -> dict[str, int]:
@@ -263,12 +278,14 @@ def _offsets(raw: dict[str, int]) -> dict[int, int]:
     return {int(p): int(o) for p, o in raw.items()}
 
 
-def _snapshot_batches(store: FileStore, snapshot_id: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The changes of snapshot `snapshot_id` from its parent (the empty table if that has expired), as batches of
-    `schema`: a log-less table's micro-batch, one snapshot at a time."""
+def _snapshot_batches(store: FileStore, snapshot_id: int, schema: pa.Schema, stored: bool
+                      ) -> Iterator[pa.RecordBatch]:
+    """The changes of snapshot `snapshot_id` from its parent (the empty table if that has expired), or its records
+    as written when `stored`, as batches of `schema`: a log-less table's micro-batch, one snapshot at a time."""
     parent = store.snapshots.get(snapshot_id - 1) if store.snapshots.exists(snapshot_id - 1) else None
-    for changes in snapshot_changes(store, parent, store.snapshots.get(snapshot_id)):
-        yield _conform(changes, schema)
+    changes = snapshot_records if stored else snapshot_changes
+    for table in changes(store, parent, store.snapshots.get(snapshot_id)):
+        yield _conform(table, schema)
 
 
 # A micro-batch of a log-less table with at most this many records in its snapshots is computed by the catalog
@@ -286,7 +303,8 @@ def changes_in_service(args: Mapping[str, Any]) -> dict[str, int] | None:
     data snapshots: the Python reader then reads it on the executors, as before)."""
     from pyspark.sql.types import StructType
 
-    ref = table_ref({str(k): str(v) for k, v in dict(args["options"]).items()})
+    options = {str(k): str(v) for k, v in dict(args["options"]).items()}
+    ref = table_ref(options)
     handle = ref.handle()
     if handle.log is not None:
         return None
@@ -297,10 +315,11 @@ def changes_in_service(args: Mapping[str, Any]) -> dict[str, int] | None:
             CHANGES_IN_SERVICE_RECORDS:
         return None
     schema = stream_schema(ref, StructType.fromJson(json.loads(str(args["schema"]))))
+    stored = _stored_records(options, ref)
     rows = 0
     with pa.OSFile(str(args["path"]), "wb") as sink, pa.ipc.new_file(sink, schema) as out:
         for snapshot in snapshots:
-            for batch in _snapshot_batches(store, snapshot.id, schema):
+            for batch in _snapshot_batches(store, snapshot.id, schema, stored):
                 out.write_batch(batch)
                 rows += batch.num_rows
     return {"rows": rows}

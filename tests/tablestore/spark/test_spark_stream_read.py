@@ -93,6 +93,23 @@ def test_a_table_without_a_log_has_its_snapshot_batches_computed_by_the_catalog_
         assert {**g, "raw": None if g["raw"] is None else bytes(g["raw"]), "at": when} == e, kind
 
 
+def test_a_table_without_a_log_streams_its_records_as_written_when_not_normalized(
+        spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.stored_nolog", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
+    ck, stored = tmp_path / "ck", {"changelog.normalize": "false"}
+    assert sorted(_run(spark, t.name, ck, **stored)) == [("+I", 1, "a"), ("+I", 2, "b")]
+    t.write(pa.Table.from_pylist([{"_row_kind": "+U", "id": 1, "v": "a2"}, {"_row_kind": "-D", "id": 2, "v": "b"}]))
+    t.compact(full=True)
+    rows, metrics = _run_query(spark, t.name, ck, **stored)
+    assert metrics.get("batchesComputedByService", 0) >= 1
+    # no -U: an update is +I (files keep no +U), a delete its -D record; the compaction adds nothing
+    assert sorted((r["_row_kind"], r["id"], r["v"]) for r in rows) == [
+        ("+I", 1, "a"), ("+I", 1, "a2"), ("+I", 2, "b"), ("-D", 2, "b")]
+
+
 @pytest.mark.kafka
 def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:

@@ -58,3 +58,13 @@ def test_a_batch_above_the_record_limit_is_left_to_the_python_reader(
     assert CATALOG_ACTIONS["stream_changes"](_args(options, 1, 2, out)) is None   # 3 records
     assert CATALOG_ACTIONS["stream_changes"](_args(options, 0, 1, out)) == {"rows": 2}   # 2 records
     assert CATALOG_ACTIONS["stream_changes"](_args(options, 2, 3, out)) == {"rows": 0}   # a compaction: none
+
+
+def test_normalize_false_gives_the_records_as_written_without_reading_the_rows_before(tmp_path: Path) -> None:
+    t, options = _table(tmp_path)
+    out = tmp_path / "batch.arrow"
+    stored = {**options, "changelog.normalize": "false"}
+    assert CATALOG_ACTIONS["stream_changes"](_args(stored, 1, 3, out)) == {"rows": 3}
+    rows = pa.ipc.open_file(str(out)).read_all().to_pylist()
+    # files keep no +U: an update is +I; a delete is the -D record as written; the compaction wrote nothing new
+    assert sorted((r["_row_kind"], r["id"], r["v"]) for r in rows) == [("+I", 1, "a2"), ("+I", 3, "c"), ("-D", 2, "b")]
