@@ -33,6 +33,7 @@ class System:
     key = ""
     upsert_form = ""
     stream_form = ""
+    changes_form = ""
 
     def __init__(self, work: Path) -> None:
         self.work = work
@@ -88,6 +89,7 @@ class Tablestore(System):
     key = "tablestore"
     upsert_form = "_row_kind DataFrame, df.write.format('managed')"
     stream_form = "writeStream.format('managed') of the _row_kind stream"
+    changes_form = "changelog.normalize = false: the records as written (+I/-D, as Paimon's)"
 
     def session(self) -> Any:
         import tablestore.spark
@@ -116,7 +118,8 @@ class Tablestore(System):
                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(f"bench.{t}"))
 
     def changes(self, spark: Any, t: str) -> Any:
-        return spark.readStream.format("managed").option("scan", "latest").load(f"bench.{t}")
+        return (spark.readStream.format("managed").option("scan", "latest").option("changelog.normalize", "false")
+                .load(f"bench.{t}"))
 
 
 class Paimon(System):
@@ -124,6 +127,7 @@ class Paimon(System):
     with_op: set[str] = set()
     upsert_form = "INSERT INTO a table with 'rowkind.field' = 'op'"
     stream_form = "writeStream.format('paimon'), 'rowkind.field' = 'op'"
+    changes_form = "no changelog producer: the records as written (+I/+U/-D)"
 
     def conf(self) -> dict[str, str]:
         sys.path.insert(0, str(ROOT / "scripts" / "paimon"))
@@ -169,6 +173,7 @@ class Delta(System):
     key = "delta"
     upsert_form = "MERGE INTO"
     stream_form = "foreachBatch + MERGE INTO"
+    changes_form = "change data feed: with the old rows (update_preimage)"
 
     def conf(self) -> dict[str, str]:
         from tablestore.spark.delta import delta_conf
@@ -215,6 +220,7 @@ class Parquet(System):
     key = "parquet"
     upsert_form = "appended as files (no upsert: the floor)"
     stream_form = "files appended by writeStream (no upsert: the floor)"
+    changes_form = "a file stream of the appended files"
 
     def name(self, t: str) -> str:
         return f"parquet.`{self.work / 'parquet' / t}`"
@@ -384,7 +390,7 @@ def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, A
     timings["commit to change stream (median)"] = {
         "seconds": waits[len(waits) // 2], "rows": 1000,
         "form": f"median of {COMMITS} commits of 1,000 rows ({UPDATED} updates) into {base_rows:,} rows, "
-                f"until the reader collected them"}
+                f"until the reader collected them; {system.changes_form}"}
 
 
 def _idle(query: Any) -> bool:
