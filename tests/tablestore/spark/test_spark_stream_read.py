@@ -93,6 +93,23 @@ def test_a_table_without_a_log_has_its_snapshot_batches_computed_by_the_catalog_
         assert {**g, "raw": None if g["raw"] is None else bytes(g["raw"]), "at": when} == e, kind
 
 
+def test_a_micro_batch_too_large_for_its_task_is_read_by_pythons_reader(
+        spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    """The service's batch travels inside its task: one of more than 16 MiB of Arrow goes to Python's reader."""
+    cat = tablestore.Catalog(str(spark_warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    t = cat.create_table("db.wide_nolog", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.Table.from_pylist([{"id": -1, "v": "first"}], schema=SCHEMA))
+    ck = tmp_path / "ck"
+    assert _run(spark, t.name, ck) == [("+I", -1, "first")]
+    n = 9_000
+    wide = [f"{i:08d}" + "x" * 2_000 for i in range(n)]   # about 18 MiB of Arrow
+    t.write(pa.table({"id": pa.array(range(n), pa.int64()), "v": pa.array(wide)}))
+    rows, metrics = _run_query(spark, t.name, ck)
+    assert metrics == {"batchesComputedByService": 0, "batchesReadByPython": 1}
+    assert sorted(r["id"] for r in rows) == [-1, *range(n)]
+
+
 def test_a_table_without_a_log_streams_its_records_as_written_when_not_normalized(
         spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
     cat = tablestore.Catalog(str(spark_warehouse))

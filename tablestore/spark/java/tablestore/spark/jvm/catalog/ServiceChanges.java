@@ -57,6 +57,9 @@ final class ServiceChanges {
      * computed, and those Python's reader read. */
     static final String SERVICE_BATCHES = "batchesComputedByService";
     static final String PYTHON_BATCHES = "batchesReadByPython";
+    /** The most bytes of Arrow a batch's task carries (Spark sends a task in one RPC message, 128 MiB at most by
+     * default); a larger batch is left to Python's reader. */
+    static final long MAX_BYTES = 16L << 20;
 
     private ServiceChanges() {
     }
@@ -168,6 +171,10 @@ final class ServiceChanges {
             }
             if (answer.path("rows").asLong() == 0) {
                 return new InputPartition[0];
+            }
+            if (file.length() > MAX_BYTES) {
+                LOG.info("a micro-batch of {} bytes of changes is read by Python's reader", file.length());
+                return null;   // carried by its task, it would make a task too large to send
             }
             return new InputPartition[] {new Changes(Files.readAllBytes(file.toPath()))};
         } catch (IOException | RuntimeException e) {
