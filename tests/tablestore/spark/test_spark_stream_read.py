@@ -26,6 +26,13 @@ def _run(spark: Any, table: str, checkpoint: Path, **options: Any) -> list[tuple
     return [(r["_row_kind"], r["id"], r["v"]) for r in rows]
 
 
+def _nolog_table(warehouse: Path, name: str, schema: pa.Schema) -> tablestore.Table:
+    """A new primary-key table `db.<name>` (key `id`, 2 buckets) without a log in the session's warehouse."""
+    cat = tablestore.Catalog(str(warehouse))
+    cat.create_database("db", ignore_if_exists=True)
+    return cat.create_table(f"db.{name}", schema, primary_key=["id"], options={"bucket": "2"})
+
+
 def _run_query(spark: Any, table: str, checkpoint: Path, **options: Any) -> tuple[list[Any], dict[str, int]]:
     """`_run`'s rows, whole, and the source's metrics summed over the run's micro-batches."""
     out = checkpoint.parent / (checkpoint.name + "-out")
@@ -40,9 +47,7 @@ def _run_query(spark: Any, table: str, checkpoint: Path, **options: Any) -> tupl
 
 def test_a_table_without_a_log_streams_its_snapshots_as_a_changelog(
         spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
-    cat = tablestore.Catalog(str(spark_warehouse))
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.nolog", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t = _nolog_table(spark_warehouse, "nolog", SCHEMA)
     t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
     ck = tmp_path / "ck"
     assert sorted(_run(spark, t.name, ck)) == [("+I", 1, "a"), ("+I", 2, "b")]
@@ -66,9 +71,7 @@ def test_a_table_without_a_log_has_its_snapshot_batches_computed_by_the_catalog_
     import datetime
     import decimal
 
-    cat = tablestore.Catalog(str(spark_warehouse))
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.typed_nolog", TYPED, primary_key=["id"], options={"bucket": "2"})
+    t = _nolog_table(spark_warehouse, "typed_nolog", TYPED)
     at = datetime.datetime(2026, 11, 29, 1, 2, 3, 456789, tzinfo=datetime.timezone.utc)
     first = {"id": 1, "flag": True, "small": -7, "price": decimal.Decimal("12.34"), "at": at,
              "day": datetime.date(2026, 11, 29), "raw": b"\x00\xff", "f": 1.5, "v": "a"}
@@ -96,9 +99,7 @@ def test_a_table_without_a_log_has_its_snapshot_batches_computed_by_the_catalog_
 def test_a_micro_batch_too_large_for_its_task_is_read_by_pythons_reader(
         spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
     """The service's batch travels inside its task: one of more than 16 MiB of Arrow goes to Python's reader."""
-    cat = tablestore.Catalog(str(spark_warehouse))
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.wide_nolog", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t = _nolog_table(spark_warehouse, "wide_nolog", SCHEMA)
     t.write(pa.Table.from_pylist([{"id": -1, "v": "first"}], schema=SCHEMA))
     ck = tmp_path / "ck"
     assert _run(spark, t.name, ck) == [("+I", -1, "first")]
@@ -112,9 +113,7 @@ def test_a_micro_batch_too_large_for_its_task_is_read_by_pythons_reader(
 
 def test_a_table_without_a_log_streams_its_records_as_written_when_not_normalized(
         spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
-    cat = tablestore.Catalog(str(spark_warehouse))
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.stored_nolog", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t = _nolog_table(spark_warehouse, "stored_nolog", SCHEMA)
     t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
     ck, stored = tmp_path / "ck", {"changelog.normalize": "false"}
     assert sorted(_run(spark, t.name, ck, **stored)) == [("+I", 1, "a"), ("+I", 2, "b")]
@@ -156,9 +155,7 @@ def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
 
 def test_read_stream_without_a_schema_gives_the_changelog_and_batch_reads_keep_the_table_schema(
         spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
-    cat = tablestore.Catalog(str(spark_warehouse))
-    cat.create_database("db", ignore_if_exists=True)
-    t = cat.create_table("db.plain_stream", SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t = _nolog_table(spark_warehouse, "plain_stream", SCHEMA)
     t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
     changes = spark.readStream.format("managed").option("scan", "latest").load(t.name)
     assert changes.isStreaming and changes.columns == ["_row_kind", "id", "v"]
