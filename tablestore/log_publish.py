@@ -227,8 +227,8 @@ def log_changes(store: FileStore, log: logstore.LogStore, snapshot: Snapshot, bu
     (tablestore.snapshot_changes): `+I` for a new key, `-U` (the old merged row) then `+U` (the new one) for a
     changed key, `-D` for a removed one, nothing for a key whose merged row did not change (a partial update that
     changes nothing, a first-row duplicate, a row rewritten unchanged)."""
-    messages = [m for m in filestore.added_by(store.context, snapshot) if bucket is None or m.bucket == bucket]
     if not diffs_snapshots(store, log):
+        messages = [m for m in filestore.added_by(store.context, snapshot) if bucket is None or m.bucket == bucket]
         yield from changes_of(store.context, messages)
         return
     parent = None

@@ -158,7 +158,7 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
     key = list(store.schema.primary_keys)
     newest_wins = store.context.options.merge_engine.is_default
 
-    def changes_of(part: tuple[tuple[str, ...], int]) -> pa.Table:
+    def compare(part: tuple[tuple[str, ...], int]) -> pa.Table:
         keys = touched.get(part) if touched is not None and key else None
         if keys is None:
             old = _rows(store, old_live, part, a.id if a is not None else 0)
@@ -179,7 +179,7 @@ def bucket_changes(store: FileStore, a: Snapshot | None, b: Snapshot,
         return _by_key(old, new, key)
 
     parts = [part for part in sorted(set(old_files) | set(new_files)) if old_files.get(part) != new_files.get(part)]
-    results = pool().map(changes_of, parts) if len(parts) > 1 else [changes_of(part) for part in parts]
+    results = pool().map(compare, parts) if len(parts) > 1 else [compare(part) for part in parts]
     for part, changes in zip(parts, results):
         if changes.num_rows:
             yield part, changes
