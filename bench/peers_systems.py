@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-import pyarrow.parquet as pq
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from peers_latency import latency  # noqa: E402  (bench/ is this script's directory)
 
 COLUMNS = "id, a, b, c"
 DDL = "id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING"
@@ -337,66 +336,6 @@ def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, An
     latency(system, spark, f"{prefix}lat", data, timings)
     timings["_checks"] = checks
     timings["_spark"] = spark.version
-
-
-COMMITS = 5
-UPDATED = 500   # of each latency commit's 1,000 rows: updates of existing keys (the rest: new keys)
-
-
-def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, Any]) -> None:
-    """From the end of a commit (a write of 1,000 changes returned) to a streaming reader of the table's changes
-    (started before, polling as fast as it can) having collected those rows: the median of COMMITS commits into a
-    table holding the base rows (1M at scale 1), each commit updating UPDATED existing keys spread over the table
-    and inserting the rest as new keys."""
-    system.create(spark, t, changes=True)
-    system.insert(spark, t, "base_src")
-    system.feed(spark, t)
-    base_rows = pq.read_metadata(data / "base.parquet").num_rows
-    arrived: dict[str, float] = {}
-
-    def sink(df: Any, _: int) -> None:
-        marks = [row.c for row in df.select("c").where("c LIKE 'mark-%'").distinct().collect()]
-        now = time.time()   # the rows collected: the reader has them
-        for mark in marks:
-            arrived.setdefault(mark, now)
-
-    query = (system.changes(spark, t).writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(system.work / "checkpoints" / t)).start())
-    waits = []
-    rng = np.random.default_rng(11)
-    try:
-        deadline = time.time() + 300
-        while not _idle(query) and time.time() < deadline:   # the reader's first batch (the rows there are) done
-            time.sleep(0.05)
-        for i in range(COMMITS):
-            mark = f"mark-{i}"
-            batch = system.work / "latency" / f"{t}-{i}.parquet"
-            ids = [int(k) for k in rng.choice(base_rows, UPDATED, replace=False)]
-            ids += [10**12 + i * 1000 + j for j in range(1000 - UPDATED)]
-            spark.createDataFrame([(k, j, 0.0, mark, "+I") for j, k in enumerate(ids)],
-                                  "id BIGINT, a BIGINT, b DOUBLE, c STRING, op STRING").write.parquet(str(batch))
-            system.upsert(spark, t, str(batch))
-            committed = time.time()
-            while mark not in arrived:
-                if query.exception() is not None:
-                    raise RuntimeError(f"{system.key}: the change stream failed: {query.exception()}")
-                if time.time() > committed + 120:
-                    raise RuntimeError(f"{system.key}: commit {i} not seen by the change stream in 120 s")
-                time.sleep(0.01)
-            waits.append(arrived[mark] - committed)
-    finally:
-        query.stop()
-    waits.sort()
-    timings["commit to change stream (median)"] = {
-        "seconds": waits[len(waits) // 2], "rows": 1000,
-        "form": f"median of {COMMITS} commits of 1,000 rows ({UPDATED} updates) into {base_rows:,} rows, "
-                f"until the reader collected them; {system.changes_form}"}
-
-
-def _idle(query: Any) -> bool:
-    """Whether a streaming query has run its first batch and finds no more data for now."""
-    status = query.status
-    return (query.lastProgress is not None and not status["isDataAvailable"] and not status["isTriggerActive"])
 
 
 def main() -> None:
