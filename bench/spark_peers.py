@@ -86,7 +86,11 @@ def generate(into: Path, scale: float, seed: int = 7) -> dict[str, Any]:
         order = rng.permutation(len(ids))
         batch = pa.table({k: (v.take(pa.array(order)) if isinstance(v, pa.Array) else v[order])
                           for k, v in {**cols, "op": pa.array(op)}.items()})
-        pq.write_table(batch, into / "batches" / f"batch-{i:02d}.parquet")
+        path = into / "batches" / f"batch-{i:02d}.parquet"
+        pq.write_table(batch, path)
+        # The streaming upserts read these files in modification-time order (Spark's file source, in ms), so
+        # each gets its own second: small batches written within one millisecond came out of order.
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
         alive[dele] = False
         alive[np.concatenate([upd, ins])] = True
         a[upd], a[ins] = cols["a"][:n_upd], cols["a"][n_upd + n_del:]
