@@ -76,6 +76,11 @@ class System:
     def feed(self, spark: Any, t: str) -> None:
         """Make `t` (just created, empty) readable as a stream of changes."""
 
+    def commit_files(self, t: str) -> str:
+        """A glob of the files whose writing makes a commit of `t` visible (the latency's clock starts at the
+        modification time of the first one a write adds or rewrites)."""
+        raise NotImplementedError
+
 
 COMMON_CONF = {
     "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "4g",
@@ -115,6 +120,9 @@ class Tablestore(System):
     def stream_upsert(self, spark: Any, t: str, batches: Any, checkpoint: str) -> Any:
         return (batches.withColumnRenamed("op", "_row_kind").writeStream.format("managed")
                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(f"bench.{t}"))
+
+    def commit_files(self, t: str) -> str:
+        return str(self.work / "managed" / "bench.db" / t / "snapshot" / "snapshot-*")
 
     def changes(self, spark: Any, t: str) -> Any:
         return (spark.readStream.format("managed").option("scan", "latest").option("changelog.normalize", "false")
@@ -163,6 +171,9 @@ class Paimon(System):
         return (batches.writeStream.format("paimon").option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True).start(str(self.work / "paimon" / "bench.db" / t)))
 
+    def commit_files(self, t: str) -> str:
+        return str(self.work / "paimon" / "bench.db" / t / "snapshot" / "snapshot-*")
+
     def changes(self, spark: Any, t: str) -> Any:
         return (spark.readStream.format("paimon").option("scan.mode", "latest")
                 .load(str(self.work / "paimon" / "bench.db" / t)))
@@ -210,6 +221,9 @@ class Delta(System):
     def feed(self, spark: Any, t: str) -> None:
         spark.sql(f"ALTER TABLE {self.name(t)} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
 
+    def commit_files(self, t: str) -> str:
+        return str(self.work / "delta" / "bench.db" / t / "_delta_log" / "*.json")
+
     def changes(self, spark: Any, t: str) -> Any:
         return spark.readStream.format("delta").option("readChangeFeed", "true").table(self.name(t))
 
@@ -243,6 +257,9 @@ class Parquet(System):
     def feed(self, spark: Any, t: str) -> None:
         (spark.createDataFrame([], "id BIGINT, a BIGINT, b DOUBLE, c STRING")
          .write.mode("append").parquet(str(self.work / "parquet" / t)))
+
+    def commit_files(self, t: str) -> str:
+        return str(self.work / "parquet" / t / "_SUCCESS")   # rewritten by each append's commit
 
     def changes(self, spark: Any, t: str) -> Any:
         return spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING").parquet(str(self.work / "parquet" / t))

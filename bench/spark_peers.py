@@ -14,13 +14,15 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
 - scan (every row into Spark's `noop` sink), and a 1% key range (`WHERE id < bound`), of the upserted table;
 - full compaction, then the scan and the range again;
 - streaming upserts: the same 10 batches as 10 micro-batches (Delta: foreachBatch + MERGE, as its users do);
-- latency from a commit (a write of 1,000 rows, 500 updates spread over the table and 500 new keys, returned) into
-  a table of the base's 1M rows to a streaming reader of the table's changes having collected them (tablestore:
-  `readStream.format("managed")`, a table without a log: the commit's keys read before and after it; Paimon: its
-  streaming source, scan.mode latest; Delta: its change data feed; Parquet: a file stream), median of 5.
+- latency from a commit (a write of 1,000 rows, 500 updates spread over the table and 500 new keys) into a table
+  of the base's 1M rows to a streaming reader of the table's changes having collected them (tablestore:
+  `readStream.format("managed")` of a table without a log, `changelog.normalize` = false: the records as written;
+  Paimon: its streaming source, scan.mode latest; Delta: its change data feed; Parquet: a file stream), median of
+  5; the clock starts at the commit file's modification time, and a second figure starts it when the write
+  returns (`bench/peers_latency.py`).
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
-timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and sum of a column against the generator's truth) and a wrong one
-fails the run. Prints one table (seconds, rows/s, tablestore's speed-up over each peer: their seconds / ours) and
+timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and
+sum of a column against the generator's truth) and a wrong one fails the run. Prints one table (seconds, rows/s, tablestore's speed-up over each peer: their seconds / ours) and
 writes bench/out/spark_peers.json and bench/out/spark_peers.png. Not a test: figures depend on the machine's load.
 """
 from __future__ import annotations
@@ -45,7 +47,8 @@ SPARK = "4.1.2"
 VENV = ROOT / f".venv-spark-{SPARK}"
 SYSTEMS = ("tablestore", "paimon", "delta", "parquet")
 ORDER = ("bulk insert", "upserts", "scan", "1% key range", "full compaction", "scan after compaction",
-         "1% range after compaction", "streaming upserts (10 micro-batches)", "commit to change stream (median)")
+         "1% range after compaction", "streaming upserts (10 micro-batches)", "commit to change stream (median)",
+         "write return to change stream (median)")
 
 
 def _rows(rng: np.random.Generator, ids: np.ndarray) -> dict[str, Any]:
@@ -123,7 +126,7 @@ def setup(systems: list[str]) -> Path:
 
 
 def _ratio(theirs: float | None, ours: float | None) -> str:
-    return "" if not theirs or not ours else f"{theirs / ours:.2f}x"
+    return "" if not theirs or not ours or theirs <= 0 or ours <= 0 else f"{theirs / ours:.2f}x"
 
 
 def report(results: dict[str, dict[str, Any]], scale: float) -> dict[str, Any]:
@@ -136,10 +139,10 @@ def report(results: dict[str, dict[str, Any]], scale: float) -> dict[str, Any]:
         secs = {s: results[s].get(w, {}).get("seconds") for s in systems}
         ours = secs.get("tablestore")
         rows = results.get("tablestore", {}).get(w, {}).get("rows", 0)
-        table[w] = {"seconds": secs, "speedup": {p: (secs[p] / ours if secs[p] and ours else None) for p in peers},
+        table[w] = {"seconds": secs, "speedup": {p: (secs[p] / ours if _ratio(secs[p], ours) else None) for p in peers},
                     "forms": {s: results[s].get(w, {}).get("form", "") for s in systems}}
-        lines.append([w, *[f"{secs[s]:.2f}" if secs[s] else "-" for s in systems],
-                      f"{rows / ours:,.0f}" if ours else "-", *[_ratio(secs[p], ours) for p in peers]])
+        lines.append([w, *[f"{secs[s]:.3f}" if secs[s] is not None else "-" for s in systems],
+                      f"{rows / ours:,.0f}" if ours and ours > 0 else "-", *[_ratio(secs[p], ours) for p in peers]])
     widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
     print(f"\nscale {scale}, PySpark {results[systems[0]].get('_spark')}, local[2]; speed-up = peer's seconds / ours")
     for r in lines:
