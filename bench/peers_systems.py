@@ -30,6 +30,7 @@ DDL = "id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING"
 class System:
     """One system's session and statements; `t` is a table's short name, `name(t)` its name in SQL."""
     key = ""
+    bulk_form = "SQL INSERT"
     upsert_form = ""
     stream_form = ""
     changes_form = ""
@@ -51,7 +52,7 @@ class System:
     def name(self, t: str) -> str:
         raise NotImplementedError
 
-    def create(self, spark: Any, t: str, changes: bool) -> None:
+    def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         raise NotImplementedError
 
     def insert(self, spark: Any, t: str, view: str) -> None:
@@ -91,6 +92,7 @@ COMMON_CONF = {
 
 class Tablestore(System):
     key = "tablestore"
+    bulk_form = "SQL INSERT into a table with 'sink.shuffle-by-bucket' = 'false' (a run per task and bucket)"
     upsert_form = "_row_kind DataFrame, df.write.format('managed')"
     stream_form = "writeStream.format('managed') of the _row_kind stream"
     changes_form = "changelog.normalize = false: the records as written (+I/-D, as Paimon's)"
@@ -106,9 +108,11 @@ class Tablestore(System):
     def name(self, t: str) -> str:
         return f"managed.bench.{t}"
 
-    def create(self, spark: Any, t: str, changes: bool) -> None:
+    def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS managed.bench")
-        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')")
+        unshuffled = ", 'sink.shuffle-by-bucket' = 'false'" if bulk else ""
+        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2'"
+                  f"{unshuffled})")
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         (spark.read.parquet(batch).withColumnRenamed("op", "_row_kind")
@@ -148,7 +152,7 @@ class Paimon(System):
     def name(self, t: str) -> str:
         return f"paimon.bench.{t}"
 
-    def create(self, spark: Any, t: str, changes: bool) -> None:
+    def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS paimon.bench")
         if changes:
             self.with_op.add(t)
@@ -193,7 +197,7 @@ class Delta(System):
     def name(self, t: str) -> str:
         return f"bench.{t}"
 
-    def create(self, spark: Any, t: str, changes: bool) -> None:
+    def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS bench")
         spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) USING delta")
 
@@ -238,7 +242,7 @@ class Parquet(System):
     def name(self, t: str) -> str:
         return f"parquet.`{self.work / 'parquet' / t}`"
 
-    def create(self, spark: Any, t: str, changes: bool) -> None:
+    def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         pass
 
     def insert(self, spark: Any, t: str, view: str) -> None:
@@ -262,7 +266,8 @@ class Parquet(System):
         return str(self.work / "parquet" / t / "_SUCCESS")   # rewritten by each append's commit
 
     def changes(self, spark: Any, t: str) -> Any:
-        return spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING").parquet(str(self.work / "parquet" / t))
+        return (spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING")
+                .parquet(str(self.work / "parquet" / t)))
 
 
 SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Tablestore, Paimon, Delta, Parquet)}
@@ -306,9 +311,14 @@ def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, An
         timings[name] = {"seconds": seconds, "rows": rows, "form": form}
 
     bulk, up, st = f"{prefix}bulk", f"{prefix}up", f"{prefix}st"
-    system.create(spark, bulk, changes=False)
-    record("bulk insert", _timed(lambda: system.insert(spark, bulk, "bulk_src")), truth["bulk"][0], "SQL INSERT")
+    system.create(spark, bulk, changes=False, bulk=True)
+    record("bulk insert", _timed(lambda: system.insert(spark, bulk, "bulk_src")), truth["bulk"][0], system.bulk_form)
     checks["bulk insert"] = _answer(spark, system.name(bulk)) == truth["bulk"]
+    if system.key == "tablestore":   # its default too: shuffled by bucket, one writer (and run) per bucket
+        system.create(spark, f"{bulk}s", changes=False)
+        record("bulk insert, shuffled by bucket", _timed(lambda: system.insert(spark, f"{bulk}s", "bulk_src")),
+               truth["bulk"][0], "SQL INSERT, 'sink.shuffle-by-bucket' = 'true' (the default)")
+        checks["bulk insert, shuffled"] = _answer(spark, system.name(f"{bulk}s")) == truth["bulk"]
 
     system.create(spark, up, changes=True)
     system.insert(spark, up, "base_src")

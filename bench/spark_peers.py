@@ -8,7 +8,8 @@ Paimon 2.0 runs on 4.1 only), Paimon's Spark runtime built from its source (`scr
 minutes), Delta's jars for Spark 4.1 from Maven Central (`tablestore.spark.delta`).
 
 Workloads, at scale 1 (`--scale` multiplies every row count), each system in a local[2] session with a 4 GB driver:
-- bulk insert: 5M rows by SQL `INSERT INTO ... SELECT` from a Parquet view;
+- bulk insert: 5M rows by SQL `INSERT INTO ... SELECT` from a Parquet view (tablestore: into a table with
+  `sink.shuffle-by-bucket` = false, and again into one with the default, shuffled by bucket);
 - upserts: 10 batches of 500k changes (30% updates, 5% deletes, 65% inserts) into a 1M-row table, each system its
   fastest way (named in the output; `bench/peers_systems.py`);
 - scan (every row into Spark's `noop` sink), and a 1% key range (`WHERE id < bound`), of the upserted table;
@@ -22,7 +23,8 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
   returns (`bench/peers_latency.py`).
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
 timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and
-sum of a column against the generator's truth) and a wrong one fails the run. Prints one table (seconds, rows/s, tablestore's speed-up over each peer: their seconds / ours) and
+sum of a column against the generator's truth) and a wrong one fails the run. Prints one table (seconds, rows/s,
+tablestore's speed-up over each peer: their seconds / ours) and
 writes bench/out/spark_peers.json and bench/out/spark_peers.png. Not a test: figures depend on the machine's load.
 """
 from __future__ import annotations
@@ -46,9 +48,9 @@ OUT = Path(__file__).resolve().parent / "out"
 SPARK = "4.1.2"
 VENV = ROOT / f".venv-spark-{SPARK}"
 SYSTEMS = ("tablestore", "paimon", "delta", "parquet")
-ORDER = ("bulk insert", "upserts", "scan", "1% key range", "full compaction", "scan after compaction",
-         "1% range after compaction", "streaming upserts (10 micro-batches)", "commit to change stream (median)",
-         "write return to change stream (median)")
+ORDER = ("bulk insert", "bulk insert, shuffled by bucket", "upserts", "scan", "1% key range", "full compaction",
+         "scan after compaction", "1% range after compaction", "streaming upserts (10 micro-batches)",
+         "commit to change stream (median)", "write return to change stream (median)")
 
 
 def _rows(rng: np.random.Generator, ids: np.ndarray) -> dict[str, Any]:

@@ -125,6 +125,19 @@ SINK_UPSERT_MATERIALIZE: ConfigOption[str] = ConfigOption(
     choices=("none", "force", "auto"),
 )
 
+SINK_SHUFFLE_BY_BUCKET: ConfigOption[bool] = ConfigOption(
+    "sink.shuffle-by-bucket", "boolean", "true",
+    "Whether a Spark batch write (SQL `INSERT`, `df.write.format(\"managed\")`) shuffles its rows by bucket, so that "
+    "each bucket has one writer (FLIP-188) and the write adds one sorted run per bucket. `false`: each write task "
+    "writes the rows it was given into every bucket they fall in, a sorted run per task and bucket, without the "
+    "shuffle: a bulk load writes faster, and each bucket then holds up to as many new sorted runs as the write had "
+    "tasks, which reads merge until a compaction rewrites them. A key that two tasks of one write both hold keeps "
+    "the row of the later task (Spark's partition order). Only where the JVM writer writes: a table without "
+    "partition columns or a log, with a one-column integer or date primary key, the default merge engine and "
+    "Parquet files, written rows with exactly the table's columns; other writes shuffle. Also per write: "
+    "`.option(\"sink.shuffle-by-bucket\", \"false\")`.",
+)
+
 INGEST_SCHEMA_EVOLUTION: ConfigOption[str] = ConfigOption(
     "ingest.schema-evolution", "enum", "add-columns",
     "What a CDC ingest job does when its source table's schema changes: `add-columns` adds the source's new columns "
@@ -255,7 +268,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
-    CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION,
+    CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
     LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
@@ -267,7 +280,8 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES, COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT,
     COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
-    WRITE_ONLY, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, INGEST_SCHEMA_EVOLUTION, LOG_SCAN,
+    WRITE_ONLY, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET,
+    INGEST_SCHEMA_EVOLUTION, LOG_SCAN,
     LOG_SCAN_TIMESTAMP,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,

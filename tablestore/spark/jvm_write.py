@@ -11,7 +11,9 @@ Protocol (tablestore/spark/write.py, step 2'):
 2. ManagedWriter.__init__ (driver) writes there `write_plan(...)`: usable or not (and why), and what the JVM tasks
    need: bucket directories, each bucket's highest committed sequence number in the job's base snapshot, the
    sequence stride, compression, write-buffer-size, target-file-size, the columns and the primary key.
-3. Each JVM task writes its bucket's sorted runs and returns a pickled `JvmTaskCommit` (its file names).
+3. Each JVM task writes its bucket's sorted runs and returns a pickled `JvmTaskCommit` (its file names); a write
+   Spark did not shuffle by bucket (`sink.shuffle-by-bucket` = false) has each task write a sorted run into every
+   bucket its rows fall in, and name its files per bucket.
 4. ManagedWriter.commit turns them into commit messages (`commit_messages`: each file's metadata built from the
    file, filestore.adopt_data_file) and commits them with the Python tasks' as always; abort deletes the files.
 The write option SWITCH = false keeps the Python writer (the JVM then asks for no plan).
@@ -73,6 +75,15 @@ def unusable_reason(store: "FileStore", jvm_s3a: bool = False) -> str | None:
     return None
 
 
+def unshuffled_reason(store: "FileStore", has_log: bool) -> str | None:
+    """Why a Spark batch write of `store`'s table cannot skip the shuffle by bucket when `sink.shuffle-by-bucket`
+    is false (None: it can): each task then writes every bucket, which only the JVM writer does (BucketFanOut.java),
+    and a table with a log keeps one writer per bucket, its log's partition."""
+    if has_log:
+        return "the table has a log"
+    return unusable_reason(store, jvm_s3a=True)   # on S3 without S3A the write plan says so: Python then writes
+
+
 def write_plan(store: "FileStore", sequences: Mapping[tuple[Partition, int], int], table: str, stride: int, *,
                jvm_s3a: bool = False, catalog_options: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
     """The plan of a JVM write of `store`'s (unpartitioned) table on top of the snapshot whose highest sequence
@@ -106,7 +117,8 @@ def write_plan_file(path: str, plan: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class JvmTaskCommit(WriterCommitMessage):
-    """What a JVM write task hands the driver (BucketRunWriter.pickle): JSON {task, bucket, rows, files}."""
+    """What a JVM write task hands the driver (TaskCommits.java): JSON {task, bucket, rows, files} from a task that
+    wrote one bucket, {task, runs: [{bucket, rows, files}, ...]} from one that wrote every bucket of its rows."""
 
     payload: str
 
@@ -117,12 +129,11 @@ class JvmTaskCommit(WriterCommitMessage):
         return value
 
     @property
-    def bucket(self) -> int:
-        return int(self.content["bucket"])
-
-    @property
-    def files(self) -> list[str]:
-        return [str(f) for f in self.content["files"]]
+    def runs(self) -> list[tuple[int, list[str]]]:
+        """(bucket, its data file names) per bucket the task wrote."""
+        content = self.content
+        runs = content["runs"] if "runs" in content else [content]
+        return [(int(r["bucket"]), [str(f) for f in r["files"]]) for r in runs]
 
 
 def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit],
@@ -131,7 +142,8 @@ def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit],
     file of `schema` (default: the store's), the schema whose columns the write plan gave the tasks (the table's
     schema may have changed since: the files then carry the older schema id and read back under the new one)."""
     of_schema = store.schema if schema is None else schema
-    where = [(c.bucket, name) for c in commits for name in c.files]
+    runs = [run for c in commits for run in c.runs]
+    where = [(bucket, name) for bucket, files in runs for name in files]
     if not where:
         return []
 
@@ -142,13 +154,13 @@ def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit],
     with ThreadPoolExecutor(max_workers=min(4, len(where))) as pool:
         metas = list(pool.map(adopt, where))
     out = []
-    for c in commits:
-        files = tuple(m for (bucket, _), m in zip(where, metas) if bucket == c.bucket and m.file_name in c.files)
+    for run_bucket, names in runs:
+        files = tuple(m for (bucket, _), m in zip(where, metas) if bucket == run_bucket and m.file_name in names)
         if files:
-            out.append(CommitMessage((), c.bucket, store.options.bucket, added=files))
+            out.append(CommitMessage((), run_bucket, store.options.bucket, added=files))
     return out
 
 
 def data_file_paths(store: "FileStore", commits: Sequence[JvmTaskCommit]) -> list[str]:
     """The paths of the JVM tasks' files (an aborted job deletes them)."""
-    return [store.data_file_path((), c.bucket, name) for c in commits for name in c.files]
+    return [store.data_file_path((), bucket, name) for c in commits for bucket, files in c.runs for name in files]

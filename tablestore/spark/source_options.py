@@ -74,6 +74,8 @@ OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("overwrite-predicate", WRITES, "overwrite-mode filter: Spark's predicate as JSON"),
     SourceOption("change-tracking", WRITES, "whether the write goes to the table's log too (default: the table's)"),
     SourceOption("jvm-writer", ("write",), "false keeps a batch write on the Python writer"),
+    SourceOption("sink.shuffle-by-bucket", ("write",),
+                 "false: this batch write is not shuffled by bucket (default: the table's option)"),
     SourceOption("checkpointlocation", ("stream-write", "stream-read"), "Spark's: the streaming query's checkpoint"),
     SourceOption("queryname", ("stream-write", "stream-read"), "Spark's: the streaming query's name (queryName(...))"),
 )

@@ -19,6 +19,7 @@ import pyarrow as pa
 import catalog
 from tablestore.errors import TableStoreError
 from tablestore.spark import handover
+from tablestore.spark.jvm_write import unshuffled_reason
 
 PRIMARY_KEY_PROPERTY = "primary-key"
 COMMENT_KEY = b"comment"
@@ -164,6 +165,8 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "bucket_key_types": [str(schema.arrow_schema.field(k).type) for k in schema.bucket_key_columns],
         "snapshot_id": handle.store.snapshots.latest_id(),
         "read_snapshot_id": read_snapshot_id,
+        "shuffle_by_bucket": bool(handle.options.get(catalog.SINK_SHUFFLE_BY_BUCKET)),
+        "unshuffled_reason": unshuffled_reason(handle.store, handle.log is not None),
     }
     handover.check("table-meta", meta)
     return meta

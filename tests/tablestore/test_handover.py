@@ -49,6 +49,18 @@ def test_a_document_of_its_format_passes_and_a_broken_one_is_named(name: str) ->
         handover.check(name, document)
 
 
+def test_a_task_that_wrote_several_buckets_names_its_files_per_bucket() -> None:
+    """The commit of a JVM task not given one bucket's rows (sink.shuffle-by-bucket = false): a run per bucket."""
+    from tablestore.spark.jvm_write import JvmTaskCommit
+
+    runs = [{"task": 1, "bucket": b, "rows": 5, "files": [f"data-{b}.parquet"]} for b in (0, 2)]
+    commit = JvmTaskCommit(json.dumps({"task": 1, "runs": runs}))
+    assert commit.runs == [(0, ["data-0.parquet"]), (2, ["data-2.parquet"])]
+    assert JvmTaskCommit(json.dumps(runs[0])).runs == [(0, ["data-0.parquet"])]
+    with pytest.raises(handover.HandoverError, match="jvm-task-commit"):
+        JvmTaskCommit(json.dumps({"task": 1, "runs": [{"bucket": 0}]})).runs
+
+
 def test_checking_off_costs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(handover.CHECK_ENV, "0")
     handover.check("raw-plan", {"anything": "goes"})

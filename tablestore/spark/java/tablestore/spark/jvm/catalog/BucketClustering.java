@@ -67,18 +67,21 @@ public final class BucketClustering {
         final int buckets;
         /** The bucket key's columns are primary-key columns, in which every writer refuses a null. */
         final boolean primaryKey;
+        /** The write without the shuffle by bucket ({@link Unshuffled}); null: a table the JVM did not load. */
+        final Unshuffled unshuffled;
 
         public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets) {
-            this(partitionKeys, bucketKey, bucketKeyTypes, buckets, false);
+            this(partitionKeys, bucketKey, bucketKeyTypes, buckets, false, null);
         }
 
         public Layout(List<String> partitionKeys, List<String> bucketKey, List<String> bucketKeyTypes, int buckets,
-                      boolean primaryKey) {
+                      boolean primaryKey, Unshuffled unshuffled) {
             this.partitionKeys = List.copyOf(partitionKeys);
             this.bucketKey = List.copyOf(bucketKey);
             this.bucketKeyTypes = List.copyOf(bucketKeyTypes);
             this.buckets = buckets;
             this.primaryKey = primaryKey;
+            this.unshuffled = unshuffled;
         }
 
         /** The layout in a table's metadata (the catalog service's {@code load_table} answer). */
@@ -92,7 +95,7 @@ public final class BucketClustering {
             List<String> primaryKey = new ArrayList<>();
             meta.path("primary_key").forEach(n -> primaryKey.add(n.asText()));
             return new Layout(partitionKeys, bucketKey, bucketKeyTypes, meta.path("bucket").asInt(1),
-                inPrimaryKey(bucketKey, primaryKey));
+                inPrimaryKey(bucketKey, primaryKey), Unshuffled.of(meta));
         }
 
         /** Whether every column of {@code bucketKey} is one of {@code primaryKey}'s (every writer refuses a null). */
@@ -195,10 +198,20 @@ public final class BucketClustering {
      */
     static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
                            StructType input, String logPlan, Map<String, String> options) {
-        Expression[] clustering = clustering(layout);
+        return clustered(python, layout, mode, table, planFile, input, logPlan, options, false);
+    }
+
+    /**
+     * As above; {@code unshuffled}: the rows are not shuffled by bucket ({@link Unshuffled#applies}), each JVM
+     * writer task writing every bucket of its rows.
+     */
+    static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
+                           StructType input, String logPlan, Map<String, String> options, boolean unshuffled) {
+        Expression[] clustering = unshuffled ? new Expression[0] : clustering(layout);
         boolean slots = layout.partitionKeys.isEmpty() && clustering.length > 0;
+        BucketFunction fanOut = unshuffled ? new BucketFunction(layout.bucketKeyTypes, layout.buckets) : null;
         return new ClusteredWrite(python, clustering, slots ? tasks(layout) : 0, mode, table, planFile, input,
-            logPlan, options);
+            logPlan, options, fanOut);
     }
 
     /**
@@ -294,9 +307,10 @@ public final class BucketClustering {
         private final StructType input;
         private final String logPlan;
         private final Map<String, String> options;
+        private final BucketFunction fanOut;
 
         ClusteredWrite(Write python, Expression[] clustering, int tasks, String mode, String table, String planFile,
-                       StructType input, String logPlan, Map<String, String> options) {
+                       StructType input, String logPlan, Map<String, String> options, BucketFunction fanOut) {
             this.python = python;
             this.clustering = clustering;
             this.tasks = tasks;
@@ -306,6 +320,7 @@ public final class BucketClustering {
             this.input = input;
             this.logPlan = logPlan;
             this.options = options;
+            this.fanOut = fanOut;
         }
 
         @Override
@@ -336,7 +351,7 @@ public final class BucketClustering {
         @Override
         public BatchWrite toBatch() {
             // larger Arrow batches into the Python writer; the JVM writer where it applies
-            BatchWrite batch = JvmBatchWrite.of(WriteBatches.of(python.toBatch()), planFile, input, table);
+            BatchWrite batch = JvmBatchWrite.of(WriteBatches.of(python.toBatch()), planFile, input, table, fanOut);
             return logPlan == null ? batch : LogPublish.batch(batch, logPlan, options);
         }
 

@@ -74,10 +74,19 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             extra.put(LogPublish.PLAN_OPTION, logPlan);
         }
         BucketClustering.Layout layout = layout();
+        String label = table.catalog() != null ? table.name() : table.tableName();
+        Map<String, String> asked = info.options().asCaseSensitiveMap();
         String planFile = null;
+        boolean unshuffled = false;
         if (layout != null) {
-            extra.putAll(BucketClustering.taskOptions(layout));   // the Python write knows what each task holds
-            planFile = BucketClustering.jvmPlanFile(layout, info.options().asCaseSensitiveMap());
+            if (Unshuffled.applies(layout, info.schema(), asked, label)) {
+                planFile = JvmBatchWrite.planFile(asked);
+                unshuffled = planFile != null;   // not with jvm-writer = false: Python's writer then, shuffled
+            }
+            if (!unshuffled) {
+                extra.putAll(BucketClustering.taskOptions(layout));   // the Python write knows what each task holds
+                planFile = BucketClustering.jvmPlanFile(layout, asked);
+            }
             if (planFile != null) {
                 extra.put(JvmBatchWrite.PLAN_OPTION, planFile);
                 HadoopFiles.markS3a(extra);
@@ -94,9 +103,8 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             return TaskErrors.write(logPlan == null ? write
                 : LogPublish.write(write, logPlan, options.asCaseSensitiveMap()));
         }
-        String label = table.catalog() != null ? table.name() : table.tableName();
         return BucketClustering.clustered(write, layout, mode, label, planFile, info.schema(), logPlan,
-            options.asCaseSensitiveMap());
+            options.asCaseSensitiveMap(), unshuffled);
     }
 
     /**

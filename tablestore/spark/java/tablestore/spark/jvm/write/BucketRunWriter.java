@@ -1,18 +1,11 @@
 package tablestore.spark.jvm.write;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -29,7 +22,6 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.execution.datasources.v2.python.PythonWriterCommitMessage;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 
@@ -39,12 +31,13 @@ import tablestore.spark.jvm.mirror.DataFileOut;
 
 /**
  * The JVM twin of one Spark write task's file-store writer (tablestore/spark/write.py's {@code _write_task} with
- * {@code FileStoreWrite(..., bucket=task)}; the reference): the task's rows, all of bucket {@code task}, in input
- * order, numbered {@code base + 1 + task * stride + i} (i: the row's place in the task's input), buffered until
- * their estimated in-memory size (the Python memtable's estimate: the Arrow size of the row plus 9 bytes) passes
- * write-buffer-size, then sorted by key ({@link KeySort}), the last row of each key kept (input order wins), and
- * written as one sorted run: data files of the file store's format ({@link DataFileOut}: 64k-row row groups,
- * no dictionary, the table's compression) rolling at target-file-size. The commit message names the files; Python
+ * {@code FileStoreWrite(..., bucket=task)}; the reference): the task's rows of one bucket (all of bucket {@code task}
+ * when Spark clustered them; one bucket's share of them under {@link BucketFanOut}), in input order, numbered
+ * {@code base + 1 + task * stride + i} (i: the row's place among them), buffered until their estimated in-memory
+ * size (the Python memtable's estimate: the Arrow size of the row plus 9 bytes) passes write-buffer-size, then
+ * sorted by key ({@link KeySort}), the last row of each key kept (input order wins), and written as one sorted run:
+ * data files of the file store's format ({@link DataFileOut}: 64k-row row groups, no dictionary, the table's
+ * compression) rolling at target-file-size. The commit message names the files ({@link TaskCommits}); Python
  * builds their metadata from the files themselves (filestore.adopt_data_file) when the job commits.
  */
 final class BucketRunWriter implements DataWriter<InternalRow> {
@@ -58,6 +51,7 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     private final WritePlan plan;
     private final StructType input;
     private final int task;
+    private final int bucket;
     private final String dir;
     private final long firstSequence;
     private final int keyOrdinal;
@@ -90,15 +84,22 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     private long touched;   // what touch() read: kept, so that the reads are not optimised away
 
     BucketRunWriter(WritePlan plan, StructType input, int task) {
+        this(plan, input, task, task);
         if (task >= plan.bucketDirs.length) {
             throw new IllegalStateException("table " + plan.table + ": write task " + task + " has no bucket (the "
                 + "table has " + plan.bucketDirs.length + "): Spark did not cluster the rows one bucket per task");
         }
+    }
+
+    /** The writer of task {@code task}'s rows of bucket {@code bucket}. */
+    BucketRunWriter(WritePlan plan, StructType input, int task, int bucket) {
         this.plan = plan;
         this.input = input;
         this.task = task;
-        this.dir = plan.bucketDirs[task];
-        this.firstSequence = plan.baseSequences[task] + 1 + task * plan.stride;
+        this.bucket = bucket;
+        this.dir = plan.bucketDirs[Math.min(bucket, plan.bucketDirs.length - 1)];
+        this.firstSequence = plan.baseSequences[Math.min(bucket, plan.bucketDirs.length - 1)] + 1
+            + task * plan.stride;
         this.keyOrdinal = plan.ordinals[plan.key];
         this.keyType = java.util.List.of("byte", "short", "int", "date", "long").indexOf(plan.types[plan.key]);
         int fixed = 9;   // _SEQUENCE_NUMBER and _VALUE_KIND
@@ -161,6 +162,24 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
         }
     }
 
+    /** The estimated in-memory size of the rows buffered (what write-buffer-size bounds). */
+    long buffered() {
+        return bytes;
+    }
+
+    int bucket() {
+        return bucket;
+    }
+
+    /** The rows written so far (in runs and buffered). */
+    long rows() {
+        return before + n;
+    }
+
+    List<String> files() {
+        return files;
+    }
+
     private long key(UnsafeRow u) {
         switch (keyType) {
             case 0: return u.getByte(keyOrdinal);
@@ -193,13 +212,13 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
      * the CPU's cache) is then sorted ({@link KeySort}) and written: reading the rows in key order straight from
      * the input-order buffer would miss the cache on every row.
      */
-    private void flush() throws IOException {
+    void flush() throws IOException {
         if (n == 0) {
             return;
         }
         if (before + n > plan.stride) {
             throw new IllegalStateException("table '" + plan.table + "': task " + task + " wrote more than "
-                + plan.stride + " rows into bucket " + task + ": use more input partitions");
+                + plan.stride + " rows into bucket " + bucket + ": use more input partitions");
         }
         int[] ends = partition();
         long bytesPerRow = Math.max(1, bytes / n);
@@ -363,38 +382,7 @@ final class BucketRunWriter implements DataWriter<InternalRow> {
     @Override
     public WriterCommitMessage commit() throws IOException {
         flush();
-        Map<String, Object> message = new LinkedHashMap<>();
-        message.put("task", task);
-        message.put("bucket", task);
-        message.put("rows", before);
-        message.put("files", files);
-        try {
-            return new PythonWriterCommitMessage(pickle(new ObjectMapper().writeValueAsString(message)));
-        } catch (JsonProcessingException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    /**
-     * A pickle of {@code tablestore.spark.jvm_write.JvmTaskCommit(json)}: the Python batch write's commit receives
-     * it as the task's WriterCommitMessage (pickle protocol 2: GLOBAL, BINUNICODE, TUPLE1, REDUCE, STOP).
-     */
-    static byte[] pickle(String json) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        out.write(0x80);
-        out.write(2);
-        out.write('c');
-        out.writeBytes("tablestore.spark.jvm_write\nJvmTaskCommit\n".getBytes(StandardCharsets.US_ASCII));
-        byte[] text = json.getBytes(StandardCharsets.UTF_8);
-        out.write('X');
-        for (int i = 0; i < 4; i++) {
-            out.write((text.length >>> (8 * i)) & 0xff);
-        }
-        out.writeBytes(text);
-        out.write(0x85);
-        out.write('R');
-        out.write('.');
-        return out.toByteArray();
+        return TaskCommits.of(task, List.of(this));
     }
 
     @Override

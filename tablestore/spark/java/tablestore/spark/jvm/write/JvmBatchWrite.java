@@ -12,6 +12,7 @@ import org.apache.spark.sql.types.StructType;
 
 import tablestore.spark.jvm.DelegatingBatchWrite;
 import tablestore.spark.jvm.TaskErrors;
+import tablestore.spark.jvm.mirror.BucketFunction;
 import tablestore.spark.jvm.mirror.Contract;
 
 /**
@@ -27,6 +28,9 @@ import tablestore.spark.jvm.mirror.Contract;
  * then reads the plan ({@link WritePlan}): usable and fitting the rows, the tasks run {@link BucketRunWriter} and
  * hand Python's commit a pickled {@code JvmTaskCommit}; otherwise Python's factory, as before. Commit and abort are
  * the Python batch write's (one snapshot per job, the files deleted on abort).
+ *
+ * <p>A write Spark did not shuffle by bucket ({@code sink.shuffle-by-bucket} = false) has each task write every
+ * bucket its rows fall in ({@link BucketFanOut}, given the table's bucket function).
  */
 public final class JvmBatchWrite extends DelegatingBatchWrite {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(JvmBatchWrite.class);
@@ -38,17 +42,30 @@ public final class JvmBatchWrite extends DelegatingBatchWrite {
     private final String planFile;
     private final StructType input;
     private final String table;
+    /** The table's bucket function when the tasks hold rows of any bucket; null: a bucket per task. */
+    private final BucketFunction fanOut;
 
-    private JvmBatchWrite(BatchWrite python, String planFile, StructType input, String table) {
+    private JvmBatchWrite(BatchWrite python, String planFile, StructType input, String table,
+                          BucketFunction fanOut) {
         super(python);
         this.planFile = planFile;
         this.input = input;
         this.table = table;
+        this.fanOut = fanOut;
     }
 
     /** {@code python}, written by the JVM where the plan in {@code planFile} allows (null: always Python). */
     public static BatchWrite of(BatchWrite python, String planFile, StructType input, String table) {
-        return planFile == null ? python : new JvmBatchWrite(python, planFile, input, table);
+        return of(python, planFile, input, table, null);
+    }
+
+    /**
+     * As above; {@code fanOut} (null: Spark gives each task one bucket's rows) is the table's bucket function when
+     * Spark did not shuffle the rows by bucket.
+     */
+    public static BatchWrite of(BatchWrite python, String planFile, StructType input, String table,
+                                BucketFunction fanOut) {
+        return planFile == null ? python : new JvmBatchWrite(python, planFile, input, table, fanOut);
     }
 
     /** The write options that ask Python for a plan ({@link #PLAN_OPTION}), unless the switch is off. */
@@ -69,8 +86,9 @@ public final class JvmBatchWrite extends DelegatingBatchWrite {
         if (plan != null) {
             String misfit = plan.bind(input, SQLConf.get().caseSensitiveAnalysis());
             if (misfit == null) {
-                LOG.info("table {}: written by the JVM writer", table);
-                return new Factory(plan, input);
+                LOG.info("table {}: written by the JVM writer{}", table,
+                    fanOut == null ? "" : ", each task into every bucket (not shuffled by bucket)");
+                return new Factory(plan, input, fanOut);
             }
             why.append(misfit);
         }
@@ -82,15 +100,18 @@ public final class JvmBatchWrite extends DelegatingBatchWrite {
         private static final long serialVersionUID = 1L;
         private final WritePlan plan;
         private final StructType input;
+        private final BucketFunction fanOut;
 
-        Factory(WritePlan plan, StructType input) {
+        Factory(WritePlan plan, StructType input, BucketFunction fanOut) {
             this.plan = plan;
             this.input = input;
+            this.fanOut = fanOut;
         }
 
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-            return TaskErrors.writer(new BucketRunWriter(plan, input, partitionId));
+            return TaskErrors.writer(fanOut == null ? new BucketRunWriter(plan, input, partitionId)
+                : new BucketFanOut(plan, input, partitionId, fanOut));
         }
     }
 }
