@@ -66,7 +66,9 @@ OVERWRITE_MODES = ("static", "dynamic", "filter")
 WRITE_CHUNK_ROWS = 256 * 1024
 """Rows a task gathers from Spark's batches before handing them to the file store's writer (in input order)."""
 TASK_BUCKET_OPTION = "__task-bucket"
-"""Set to `partition` by the writes Spark clusters (BucketClustering.java, the same constant: SQL INSERT and
+"""Set to `any` by a write Spark does not shuffle by bucket (`sink.shuffle-by-bucket` = false, Unshuffled.java):
+each JVM task writes every bucket of its rows, so the JVM write plan is made for it. Set to `partition` by the
+writes Spark clusters (BucketClustering.java, the same constant: SQL INSERT and
 `df.write.format("managed")`) when Spark clusters the rows so that batch write task p receives exactly the rows of
 bucket p (a table without partition columns whose every bucket has its own task: BucketSlotFunction). The task
 then skips hashing its rows (the JVM twin of the bucket function already did, differential-tested); a sample of
@@ -151,11 +153,12 @@ class ManagedWriter(DataSourceArrowWriter):
         names = [f.name for f in schema]
         self.has_row_kind = ROW_KIND_COLUMN in names
         self.bucket_per_task = options.get(TASK_BUCKET_OPTION) == "partition" and self._clustered_by_spark()
+        unshuffled = options.get(TASK_BUCKET_OPTION) == "any"
         plan_file = options.get(PLAN_OPTION)
         if plan_file is not None and self._clustered_by_spark():
             if self.has_row_kind:
                 plan = {"usable": False, "reason": "a changelog (_row_kind) write"}
-            elif not self.bucket_per_task:
+            elif not self.bucket_per_task and not unshuffled:
                 plan = {"usable": False, "reason": "Spark does not cluster the rows one bucket per task"}
             else:
                 sequences = self.base_sequences if self.base_sequences is not None else {}

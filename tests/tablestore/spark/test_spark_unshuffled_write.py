@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tablestore
@@ -37,6 +38,13 @@ def _table_rows(table: Any) -> dict[int, tuple[int, str]]:
     return {r["id"]: (r["v"], r["s"]) for r in table.read().to_pylist()}
 
 
+def _writers(table: Any) -> set[str]:
+    """Who wrote the table's live files: parquet-mr (the JVM writer) or parquet-cpp-arrow (Python's)."""
+    store = table._handle.store
+    return {pq.ParquetFile(store.data_file_path(e.partition, e.bucket, e.file.file_name)).metadata.created_by
+            .split(" ")[0] for e in store.live_entries(store.snapshots.latest()).values()}
+
+
 def _files_per_bucket(table: Any) -> dict[int, int]:
     store = table._handle.store
     out: dict[int, int] = {}
@@ -59,6 +67,7 @@ def test_each_task_writes_a_run_into_every_bucket_and_the_later_task_wins(spark:
     n = 20_000
     _rows(spark, n, 4).write.format("managed").option("warehouse", wh).mode("append").save("db.t")
     assert _files_per_bucket(table) == {0: 4, 1: 4, 2: 4}   # a run per task and bucket: no shuffle
+    assert _writers(table) == {"parquet-mr"}                 # written by the JVM writer
     assert table.latest_snapshot_id() == 1                   # one commit
     assert _table_rows(table) == _replay(n)
     spark_rows = spark.read.format("managed").option("warehouse", wh).load("db.t").collect()
@@ -83,6 +92,7 @@ def test_the_buckets_of_a_task_share_its_write_buffer(spark: Any, tmp_path: Path
     _rows(spark, n, 2).write.format("managed").option("warehouse", wh).mode("append").save("db.t")
     files = _files_per_bucket(table)
     assert sorted(files) == [0, 1, 2, 3] and all(count > 2 for count in files.values())
+    assert _writers(table) == {"parquet-mr"}
     assert _table_rows(table) == _replay(n)
 
 
@@ -96,7 +106,7 @@ def test_the_write_option_overrides_the_tables(spark: Any, tmp_path: Path) -> No
         .mode("append").save("db.shuffled")
     rows.write.format("managed").option("warehouse", wh).option("sink.shuffle-by-bucket", "true") \
         .mode("append").save("db.unshuffled")
-    assert _files_per_bucket(shuffled) == {0: 3, 1: 3}
+    assert _files_per_bucket(shuffled) == {0: 3, 1: 3} and _writers(shuffled) == {"parquet-mr"}
     assert _files_per_bucket(unshuffled) == {0: 1, 1: 1}
     assert _table_rows(shuffled) == _replay(4000)
     assert set(_table_rows(unshuffled)) == set(_replay(4000))
@@ -116,6 +126,7 @@ def test_sql_insert_and_alter_table(spark: Any, spark_warehouse: Path) -> None:
         spark.sql(f"INSERT INTO managed.{db}.t SELECT * FROM unshuffled_src")
         table = tablestore.Catalog(str(spark_warehouse)).get_table(f"{db}.t")
         assert _files_per_bucket(table) == {0: 3, 1: 3} and _table_rows(table) == _replay(3000)
+        assert _writers(table) == {"parquet-mr"}
         spark.sql(f"ALTER TABLE managed.{db}.t SET TBLPROPERTIES ('sink.shuffle-by-bucket' = 'true')")
         spark.sql(f"INSERT INTO managed.{db}.t SELECT * FROM unshuffled_src")
         assert _files_per_bucket(table) == {0: 4, 1: 4}   # one more run per bucket: shuffled
@@ -153,4 +164,5 @@ def test_writes_it_does_not_apply_to_are_shuffled_by_bucket(spark: Any, tmp_path
         table = cat.create_table(f"db.{name}", schema, primary_key=["id"], options=opts)
         df.write.format("managed").option("warehouse", wh).options(**write_opts).mode("append").save(f"db.{name}")
         assert _files_per_bucket(table) == {0: 1, 1: 1}, name
+        assert _writers(table) == {"parquet-cpp-arrow"}, name   # Python's writer: the JVM's does not apply
         assert table.read().num_rows == KEYS, name

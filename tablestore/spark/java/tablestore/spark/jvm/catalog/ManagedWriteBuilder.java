@@ -82,6 +82,9 @@ final class ManagedWriteBuilder implements SupportsOverwriteV2, SupportsDynamicO
             if (Unshuffled.applies(layout, info.schema(), asked, label)) {
                 planFile = JvmBatchWrite.planFile(asked);
                 unshuffled = planFile != null;   // not with jvm-writer = false: Python's writer then, shuffled
+                if (unshuffled) {
+                    extra.put(BucketClustering.TASK_BUCKET_OPTION, Unshuffled.TASK_BUCKET);   // the plan is for it
+                }
             }
             if (!unshuffled) {
                 extra.putAll(BucketClustering.taskOptions(layout));   // the Python write knows what each task holds

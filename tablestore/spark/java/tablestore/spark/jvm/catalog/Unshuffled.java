@@ -23,6 +23,9 @@ final class Unshuffled {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Unshuffled.class);
     /** The table option, and write option, asking for it (catalog/options.py SINK_SHUFFLE_BY_BUCKET). */
     static final String OPTION = "sink.shuffle-by-bucket";
+    /** The value of {@link BucketClustering#TASK_BUCKET_OPTION} telling Python's planning that each task writes
+     * every bucket of its rows (tablestore/spark/write.py: it then makes the JVM write plan). */
+    static final String TASK_BUCKET = "any";
     /** The local property Spark sets on a streaming query's thread (StreamExecution.QUERY_ID_KEY). */
     private static final String STREAM_QUERY = "sql.streaming.queryId";
 
