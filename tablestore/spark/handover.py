@@ -5,7 +5,7 @@
 |---|---|---|
 | raw-plan | read.py (batch read planning) | read/RawSplits.java |
 | jvm-write-plan | jvm_write.py (the driver) | write/WritePlan.java |
-| jvm-task-commit | write/BucketRunWriter.java (a task) | jvm_write.py (the driver's commit) |
+| jvm-task-commit | write/TaskCommits.java (a task) | jvm_write.py (the driver's commit) |
 | predicates | catalog/PredicateJson.java | predicates.py |
 | service-request | catalog/PythonService.java | catalog_service.py |
 | service-response | catalog_service.py | catalog/PythonService.java |
