@@ -166,3 +166,21 @@ def test_writes_it_does_not_apply_to_are_shuffled_by_bucket(spark: Any, tmp_path
         assert _files_per_bucket(table) == {0: 1, 1: 1}, name
         assert _writers(table) == {"parquet-cpp-arrow"}, name   # Python's writer: the JVM's does not apply
         assert table.read().num_rows == KEYS, name
+
+
+def test_a_failed_unshuffled_write_commits_nothing(spark: Any, tmp_path: Path) -> None:
+    """A null primary key in one task's rows: the write fails naming the column, nothing is committed, and once
+    the orphans are removed (a task that finished after the failure may leave its files) no data file is left."""
+    import datetime as dt
+
+    wh, cat = _catalog(tmp_path)
+    table = cat.create_table("db.t", SCHEMA, primary_key=["id"],
+                             options={"bucket": "3", "sink.shuffle-by-bucket": "false", "write-buffer-size": "8 kb"})
+    rows = spark.range(0, 6000, 1, 2).selectExpr(f"IF(id = 5999, NULL, id * 7919 % {KEYS}) AS id", "id AS v",
+                                                 "concat('r', id) AS s")
+    with pytest.raises(Exception, match="primary-key column 'id' has nulls"):
+        rows.write.format("managed").option("warehouse", wh).mode("append").save("db.t")
+    assert table.latest_snapshot_id() is None
+    table.remove_orphan_files(older_than=dt.timedelta(0))
+    assert list(Path(table.path).glob("bucket-*/data-*")) == []
+    assert table.read().num_rows == 0

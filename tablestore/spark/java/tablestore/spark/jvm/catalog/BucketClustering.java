@@ -177,33 +177,11 @@ public final class BucketClustering {
 
     /**
      * {@code python} with the distribution of {@code layout}; {@code mode} (null: append) is the overwrite mode,
-     * which a streaming write refuses.
-     */
-    static Write clustered(Write python, Layout layout, String mode, String table) {
-        return clustered(python, layout, mode, table, null, null);
-    }
-
-    /**
-     * {@code python} with the distribution of {@code layout}, its batch written by the JVM writer where the plan
-     * Python writes to {@code planFile} allows ({@link JvmBatchWrite}; null: Python's); {@code input}: the rows.
-     */
-    static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
-                           StructType input) {
-        return clustered(python, layout, mode, table, planFile, input, null, null);
-    }
-
-    /**
-     * As above; {@code logPlan} (null: none): the file {@code python}'s options name for its commit's log plans
-     * ({@link LogPublish}), published after each commit with the write's {@code options}.
-     */
-    static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
-                           StructType input, String logPlan, Map<String, String> options) {
-        return clustered(python, layout, mode, table, planFile, input, logPlan, options, false);
-    }
-
-    /**
-     * As above; {@code unshuffled}: the rows are not shuffled by bucket ({@link Unshuffled#applies}), each JVM
-     * writer task writing every bucket of its rows.
+     * which a streaming write refuses. Its batch is written by the JVM writer where the plan Python writes to
+     * {@code planFile} allows ({@link JvmBatchWrite}; null: Python's); {@code input}: the rows. {@code logPlan}
+     * (null: none): the file {@code python}'s options name for its commit's log plans ({@link LogPublish}),
+     * published after each commit with the write's {@code options}. {@code unshuffled}: the rows are not shuffled
+     * by bucket ({@link Unshuffled#applies}), each JVM writer task writing every bucket of its rows.
      */
     static Write clustered(Write python, Layout layout, String mode, String table, String planFile,
                            StructType input, String logPlan, Map<String, String> options, boolean unshuffled) {
