@@ -168,7 +168,9 @@ def test_a_stream_restarted_from_its_checkpoint_goes_on_with_the_same_changes(
         assert query.exception() is None
 
     run()
-    assert len(batches) >= 2  # whole commits per trigger, more than one trigger
+    # whole commits per trigger, more than one trigger; PySpark 4.1 has no admission control for a Python stream,
+    # so max-rows-per-trigger is ignored there (with a warning) and one trigger reads all
+    assert len(batches) >= 2 or (PYSPARK_4_1 and len(batches) == 1)
     _, after_first = replay(first)
     second = random_commits(32, 3, state=after_first)
     for records in second:
