@@ -153,11 +153,11 @@ def commit_messages(store: "FileStore", commits: Sequence[JvmTaskCommit],
 
     with ThreadPoolExecutor(max_workers=min(4, len(where))) as pool:
         metas = list(pool.map(adopt, where))
-    out = []
-    for run_bucket, names in runs:
-        files = tuple(m for (bucket, _), m in zip(where, metas) if bucket == run_bucket and m.file_name in names)
-        if files:
-            out.append(CommitMessage((), run_bucket, store.options.bucket, added=files))
+    out, at = [], 0
+    for bucket, names in runs:   # `metas` are in the runs' order
+        if names:
+            out.append(CommitMessage((), bucket, store.options.bucket, added=tuple(metas[at:at + len(names)])))
+        at += len(names)
     return out
 
 

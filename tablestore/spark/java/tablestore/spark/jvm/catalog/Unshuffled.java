@@ -53,7 +53,7 @@ final class Unshuffled {
     static boolean applies(BucketClustering.Layout layout, StructType input, Map<String, String> options,
                            String table) {
         Unshuffled u = layout.unshuffled;
-        if (u == null || wanted(u, options, table)
+        if (u == null || shuffles(u, options, table)
                 || SparkSession.active().sparkContext().getLocalProperty(STREAM_QUERY) != null) {
             return false;   // a streaming query's writes (foreachBatch's too) keep one writer per bucket
         }
@@ -61,7 +61,6 @@ final class Unshuffled {
         if (why == null && !layout.partitionKeys.isEmpty()) {
             why = "the table has partition columns";
         }
-
         if (why != null) {
             LOG.warn("table {}: {} is false, but the write is shuffled by bucket: {}", table, OPTION, why);
             return false;
@@ -70,7 +69,7 @@ final class Unshuffled {
     }
 
     /** Whether the write shuffles by bucket: its own option, else the table's. */
-    private static boolean wanted(Unshuffled u, Map<String, String> options, String table) {
+    private static boolean shuffles(Unshuffled u, Map<String, String> options, String table) {
         for (Map.Entry<String, String> e : options.entrySet()) {
             if (e.getKey().equalsIgnoreCase(OPTION)) {
                 String v = e.getValue().trim().toLowerCase(Locale.ROOT);
