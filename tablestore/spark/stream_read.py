@@ -148,6 +148,8 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget = limit.max_rows if limit is not None and isinstance(limit, ReadMaxRows) else None
         if "snapshot" in start:
             first, last = int(start["snapshot"]), int(end["snapshot"])
+            if last > first:
+                last = _last_with_changes(self.ref.handle().store, first, last)
             if budget is not None and last > first + 1:  # snapshots are whole: at least one per batch
                 store = self.ref.handle().store
                 rows, upto = 0, first
@@ -276,6 +278,18 @@ def _json(offsets: dict[int, int]) -> dict[str, int]:
 
 def _offsets(raw: dict[str, int]) -> dict[int, int]:
     return {int(p): int(o) for p, o in raw.items()}
+
+
+def _last_with_changes(store: FileStore, first: int, last: int) -> int:
+    """The newest snapshot after `first` up to `last` that may hold changes; `first` when every one is a compaction
+    (which changes no row, `snapshot_changes`): the stream then makes no micro-batch of its own for a compaction
+    (an empty one, with its checkpoint writes and its sink's call). A compaction before a later change is read
+    with that change's batch, as before. A snapshot gone (expired) counts as one with changes: its batch reads
+    nothing."""
+    for sid in range(last, first, -1):
+        if not store.snapshots.exists(sid) or store.snapshots.get(sid).commit_kind != CommitKind.COMPACT:
+            return sid
+    return first
 
 
 def _snapshot_batches(store: FileStore, snapshot_id: int, schema: pa.Schema, stored: bool

@@ -126,6 +126,34 @@ def test_a_table_without_a_log_streams_its_records_as_written_when_not_normalize
         ("+I", 1, "a"), ("+I", 1, "a2"), ("+I", 2, "b"), ("-D", 2, "b")]
 
 
+def test_a_compaction_makes_no_micro_batch_of_its_own(spark: Any, spark_warehouse: Path, tmp_path: Path) -> None:
+    """A stream whose only new snapshots are compactions runs no batch (its foreachBatch function is not called);
+    the compaction is read, as nothing, with the next change's batch."""
+    t = _nolog_table(spark_warehouse, "compacted_nolog", SCHEMA)
+    t.write(pa.Table.from_pylist([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}], schema=SCHEMA))
+    t.write(pa.Table.from_pylist([{"id": 1, "v": "a2"}, {"id": 3, "v": "c"}], schema=SCHEMA))
+    calls: list[tuple[int, list[tuple[str, int, str]]]] = []
+
+    def sink(df: Any, batch_id: int) -> None:
+        calls.append((batch_id, sorted((r["_row_kind"], r["id"], r["v"]) for r in df.collect())))
+
+    def run() -> list[tuple[int, list[tuple[str, int, str]]]]:
+        before = len(calls)
+        query = (tablestore.spark.read_changes(spark, t.name, scan="latest").writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        query.awaitTermination(240)
+        assert query.exception() is None
+        return calls[before:]
+
+    assert run() == [(0, [])]   # Spark runs a new query's first batch (from where it starts), rows or not
+    compacted = t.compact(full=True)
+    assert compacted is not None and t.snapshots()[-1].kind == "COMPACT"
+    assert run() == []   # before: one batch of no rows
+    t.write(pa.Table.from_pylist([{"_row_kind": "-D", "id": 2, "v": "b"}]))
+    assert t.compact(full=True) is not None
+    assert run() == [(1, [("-D", 2, "b")])]   # the write's batch; the compaction after it makes none
+
+
 @pytest.mark.kafka
 def test_a_table_with_a_log_streams_the_snapshot_then_the_log(
         spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
