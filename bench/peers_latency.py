@@ -20,13 +20,13 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from peers_systems import System
 
-COMMITS = 5
+COMMITS = 15   # the default of `bench/spark_peers.py --commits`: a median of 5 moved by 20-30% between runs
 UPDATED = 500   # of each latency commit's 1,000 rows: updates of existing keys (the rest: new keys)
 
 
-def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, Any]) -> None:
+def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, Any], commits: int = COMMITS) -> None:
     """From the end of a commit (a write of 1,000 changes returned) to a streaming reader of the table's changes
-    (started before, polling as fast as it can) having collected those rows: the median of COMMITS commits into a
+    (started before, polling as fast as it can) having collected those rows: the median of `commits` commits into a
     table holding the base rows (1M at scale 1), each commit updating UPDATED existing keys spread over the table
     and inserting the rest as new keys."""
     system.create(spark, t, changes=True)
@@ -49,7 +49,7 @@ def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, A
         deadline = time.time() + 300
         while not _idle(query) and time.time() < deadline:   # the reader's first batch (the rows there are) done
             time.sleep(0.05)
-        for i in range(COMMITS):
+        for i in range(commits):
             mark = f"mark-{i}"
             batch = system.work / "latency" / f"{t}-{i}.parquet"
             ids = [int(k) for k in rng.choice(base_rows, UPDATED, replace=False)]
@@ -71,7 +71,7 @@ def latency(system: System, spark: Any, t: str, data: Path, timings: dict[str, A
             from_return.append(arrived[mark] - committed)
     finally:
         query.stop()
-    form = (f"median of {COMMITS} commits of 1,000 rows ({UPDATED} updates) into {base_rows:,} rows, until the "
+    form = (f"median of {commits} commits of 1,000 rows ({UPDATED} updates) into {base_rows:,} rows, until the "
             f"reader collected them; {system.changes_form}")
     timings["commit to change stream (median)"] = {
         "seconds": sorted(waits)[len(waits) // 2], "rows": 1000, "form": f"from the commit file's time; {form}",

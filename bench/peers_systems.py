@@ -21,7 +21,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers_latency import latency  # noqa: E402  (bench/ is this script's directory)
+from peers_latency import COMMITS, latency  # noqa: E402  (bench/ is this script's directory)
 
 COLUMNS = "id, a, b, c"
 DDL = "id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING"
@@ -297,7 +297,8 @@ def _noop(spark: Any, query: str) -> None:
     spark.sql(query).write.format("noop").mode("overwrite").save()
 
 
-def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, Any], prefix: str = "") -> None:
+def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, Any], prefix: str = "",
+        commits: int = COMMITS) -> None:
     """Every workload once on fresh tables named with `prefix` (the warm-up pass uses its own)."""
     spark = system.session()
     spark.sparkContext.setLogLevel("ERROR")
@@ -360,20 +361,22 @@ def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, An
     record("streaming upserts (10 micro-batches)", _timed(streamed), truth["changes"], system.stream_form)
     if system.key != "parquet":
         checks["streaming upserts"] = _answer(spark, system.name(st)) == truth["final"]
-    latency(system, spark, f"{prefix}lat", data, timings)
+    latency(system, spark, f"{prefix}lat", data, timings, commits)
     timings["_checks"] = checks
     timings["_spark"] = spark.version
 
 
 def main() -> None:
     key, data, out, warm = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+    commits = int(sys.argv[5]) if len(sys.argv) > 5 else COMMITS
     truth = json.loads((data / "truth.json").read_text())
     warm_truth = json.loads((warm / "truth.json").read_text())
     system = SYSTEMS[key](data / f"work-{key}")
     warm_up: dict[str, Any] = {}
-    run(system, warm, warm_truth, warm_up, prefix="w")   # JIT, jars, Python workers: the timed pass runs warm
+    run(system, warm, warm_truth, warm_up, prefix="w", commits=5)   # JIT, jars, Python workers: the timed pass
+    # runs warm
     timings: dict[str, Any] = {}
-    run(system, data, truth, timings)
+    run(system, data, truth, timings, commits=commits)
     timings["_warm_checks"] = warm_up["_checks"]
     out.write_text(json.dumps(timings, indent=2))
 

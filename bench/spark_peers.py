@@ -19,8 +19,8 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
   of the base's 1M rows to a streaming reader of the table's changes having collected them (tablestore:
   `readStream.format("managed")` of a table without a log, `changelog.normalize` = false: the records as written;
   Paimon: its streaming source, scan.mode latest; Delta: its change data feed; Parquet: a file stream), median of
-  5; the clock starts at the commit file's modification time, and a second figure starts it when the write
-  returns (`bench/peers_latency.py`).
+  15 (`--commits`; a median of 5 moved by 20-30% between runs); the clock starts at the commit file's
+  modification time, and a second figure starts it when the write returns (`bench/peers_latency.py`).
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
 timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and
 sum of a column against the generator's truth) and a wrong one fails the run. Prints one table (seconds, rows/s,
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from peers_latency import COMMITS   # bench/ is this script's directory
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out"
@@ -180,6 +181,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--commits", type=int, default=COMMITS,
+                    help="commits of the latency workload, whose median is reported (default %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the data and tables (printed) for a look")
     args = ap.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -194,7 +197,7 @@ def main() -> None:
             print(f"running {s} ...", flush=True)
             env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
             subprocess.run([str(python), str(Path(__file__).with_name("peers_systems.py")), s, str(work / "data"),
-                            str(out), str(work / "warm")], check=True, env=env, cwd=ROOT)
+                            str(out), str(work / "warm"), str(args.commits)], check=True, env=env, cwd=ROOT)
             results[s] = json.loads(out.read_text())
             wrong = [k for k, ok in {**results[s]["_checks"], **results[s]["_warm_checks"]}.items() if not ok]
             if wrong:
