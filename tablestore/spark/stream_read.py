@@ -98,10 +98,15 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                           "for Python stream readers); on this PySpark every trigger reads all available changes",
                           RuntimeWarning, stacklevel=2)
         self._target: dict[str, Any] | None = None
+        self._seen: dict[str, Any] | None = None   # the last offset given (PySpark 4.1 passes latestOffset no start)
         self.stream_schema = schema
 
     # -- offsets ----------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
+        self._seen = self._initial_offset()
+        return self._seen
+
+    def _initial_offset(self) -> dict[str, Any]:
         handle = self.ref.handle()
         snapshots = handle.store.snapshots
         latest = snapshots.latest()
@@ -141,10 +146,17 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
-        """PySpark >= 4.2 passes the batch's start and read limit; 4.1 passes neither: then everything there is."""
+        """PySpark >= 4.2 passes the batch's start and read limit; 4.1 passes neither: then everything there is,
+        from this reader's last answer, its initial offset or (restarted from a checkpoint) the offset Spark told
+        `partitions`."""
         end = self._target if self._target is not None else self._end()
         if start is None:
-            return {"base": None, **end}
+            seen = self._seen if self._seen is not None and "snapshot" in self._seen and "snapshot" in end else None
+            self._seen = {"base": None, **end} if seen is None else self._latest_offset(seen, end, None)
+            return self._seen
+        return self._latest_offset(start, end, limit)
+
+    def _latest_offset(self, start: dict[str, Any], end: dict[str, Any], limit: ReadLimit | None) -> dict[str, Any]:
         budget = limit.max_rows if limit is not None and isinstance(limit, ReadMaxRows) else None
         if "snapshot" in start:
             first, last = int(start["snapshot"]), int(end["snapshot"])
@@ -176,6 +188,8 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- planning and reading ---------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if self._seen is None:   # PySpark 4.1 restarting from a checkpoint tells its offset this way (start = end)
+            self._seen = dict(end)
         parts: list[InputPartition] = []
         base = start.get("base")
         if base is not None:
