@@ -35,6 +35,7 @@ from tablestore.describe import partition_selector
 from tablestore.errors import TableStoreError
 from tablestore.spark.source_options import TableRef, table_ref
 from tablestore.table import Table
+from tablestore.spark.pyworker import freeze_imports
 
 RUNNERS_CONF = "spark.tablestore.compaction.runners"
 """Session setting (catalog/CompactJob.java, the same constant): `executors` (the protocol above), `driver` (the
@@ -125,3 +126,6 @@ def commit(table: Table, args: Mapping[str, Any]) -> dict[str, Any]:
     seconds = float(args.get("job_seconds") or 0) + time.monotonic() - started
     return {"table": table.name, "snapshot_id": sid, "full": args.get("full") is not False, "partitions": specs,
             "seconds": round(seconds, 3), "before": before, "after": after}
+
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

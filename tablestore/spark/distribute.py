@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from filestore import bucket_of
 from tablestore.spark.source_options import table_ref
+from tablestore.spark.pyworker import freeze_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -55,3 +56,6 @@ def distribute_by_bucket(df: "DataFrame", table: str, *, warehouse: str | None =
     bucketed = with_order.mapInArrow(add_bucket, out_schema)
     return (bucketed.repartition(*schema.partition_keys, BUCKET).sortWithinPartitions(ORDER)
             .drop(ORDER, BUCKET))
+
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

@@ -26,6 +26,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from tablestore import log_publish
 from tablestore.log_publish import PublishPlan
 from tablestore.spark.source_options import TableRef
+from tablestore.spark.pyworker import freeze_imports
 
 PRODUCERS_CONF = "spark.tablestore.log.producers"
 """Session setting (catalog/LogPublish.java, the same constant): `executors` (the protocol above), `driver` (the
@@ -123,3 +124,6 @@ def record(args: Mapping[str, Any]) -> list[int]:
         if sid is not None:
             recorded.append(sid)
     return recorded
+
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

@@ -25,6 +25,7 @@ from logstore import ROW_KIND_COLUMN
 from tablestore.errors import TableStoreError
 from tablestore.materializer.options import MaterializeOptions
 from tablestore.spark.jar import MAIN_CLASS, SparkJarError
+from tablestore.spark.pyworker import freeze_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -111,3 +112,6 @@ def _java_strings(gateway: object, values: Sequence[str]) -> object:
     for i, value in enumerate(values):
         array[i] = value
     return array
+
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

@@ -52,6 +52,7 @@ from tablestore.spark.filters import columns_of, translate
 from tablestore.spark.s3a import hadoop_options, jvm_marked_s3a, jvm_url
 from tablestore.spark.types import read_schema, to_spark_batch
 from tablestore.spark import handover
+from tablestore.spark.pyworker import freeze_imports
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -232,3 +233,6 @@ def plan_in_service(args: Mapping[str, Any]) -> dict[str, Any] | None:
     kept = set(done.kept)
     return {"plan": plan, "spark_filters": [i for i, n in enumerate(nodes)
                                             if i in kept or not columns(n) <= partition_keys]}
+
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

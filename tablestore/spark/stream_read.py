@@ -46,6 +46,7 @@ from tablestore.log_changes import ChangeSource, commit_end, commit_start, range
 from tablestore.log_publish import handover_snapshot
 from tablestore.snapshot_changes import snapshot_changes, snapshot_records
 from tablestore.spark.source_options import DataSourceOptionError, TableRef, int_option, table_ref
+from tablestore.spark.pyworker import freeze_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -368,3 +369,5 @@ def read_changes(spark: "SparkSession", table: str, **options: Any) -> "DataFram
     ref = table_ref({"path": table} | opts)
     return spark.readStream.format("managed").schema(spark_schema(changes_schema(ref))).options(**opts).load(table)
 
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

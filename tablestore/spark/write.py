@@ -52,6 +52,7 @@ from tablestore.spark.log_publish import write_plans
 from tablestore.spark.s3a import jvm_marked_s3a
 from tablestore.write_target import WriteTarget
 from tablestore.writer import TableWriter
+from tablestore.spark.pyworker import freeze_imports
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -297,3 +298,5 @@ def _delete(store: "FileStore", messages: Sequence[CommitMessage]) -> None:
         for f in m.added:
             store.io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
 
+
+freeze_imports()   # a PySpark worker's collections after each task skip what is loaded by now (pyworker)

@@ -50,3 +50,27 @@ def test_spark_s_python_worker_daemons_fork_from_a_single_thread(spark: Any, tmp
     assert "pyspark.sql.worker.write_into_data_source" in modules
     assert "pyspark.sql.worker.commit_data_source_write" not in modules
     assert {pid: d for pid, d in daemons.items() if len(d[1]) != 1} == {}
+
+
+def test_a_worker_that_loads_tablestore_keeps_its_modules_out_of_the_collectors_scans(spark: Any) -> None:
+    """PySpark's daemon runs a full `gc.collect()` after each task of a reused worker: a worker that loaded
+    tablestore's task modules has their objects frozen (tablestore/spark/pyworker.py), so the collection no longer
+    scans them; the driver, which imported the same modules, freezes nothing."""
+    import gc
+
+    import tablestore.spark.write  # noqa: F401  (what a write task loads, here in the driver)
+
+    def frozen(batches: Any) -> Any:
+        import gc
+
+        import tablestore.spark.write  # noqa: F401
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pylist([{"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}])
+
+    rows = spark.range(2).repartition(2).mapInArrow(frozen, "frozen long, tracked long").collect()
+    assert len(rows) == 2
+    for row in rows:
+        assert row.frozen > 10_000 and row.tracked < row.frozen, row   # most of a worker's objects are frozen
+    assert gc.get_freeze_count() == 0
