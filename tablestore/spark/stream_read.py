@@ -161,10 +161,10 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget = limit.max_rows if limit is not None and isinstance(limit, ReadMaxRows) else None
         if "snapshot" in start:
             first, last = int(start["snapshot"]), int(end["snapshot"])
-            if last > first:
-                last = _last_with_changes(self.ref.handle().store, first, last)
-            if budget is not None and last > first + 1:  # snapshots are whole: at least one per batch
-                store = self.ref.handle().store
+            store = self.ref.handle().store if last > first else None
+            if store is not None:
+                last = _last_with_changes(store, first, last)
+            if store is not None and budget is not None and last > first + 1:  # snapshots are whole: one at least
                 rows, upto = 0, first
                 for sid in range(first + 1, last + 1):
                     if store.snapshots.exists(sid):
