@@ -33,6 +33,9 @@ from filestore.keycodec import KeyCodec
 from filestore.merge_engine import (AGGREGATE_FUNCTIONS, DEFAULT_AGGREGATE, ENGINES, ORDER_FREE, RETRACTING,
                                     EngineName, MergeEngine, unsuitable_type)
 from filestore.live import LiveFiles
+from filestore.manifest_cache import ManifestCache
+from filestore.manifest_cache import disable as disable_manifest_cache
+from filestore.manifest_cache import enable as enable_manifest_cache
 from filestore.parallel import pool
 from filestore.meta import CommitKind, CommitMessage, DataFileMeta, ManifestEntry, Partition, Snapshot, ValueKind
 from filestore.options import FileStoreOptions
@@ -72,6 +75,7 @@ __all__ = [
     "KeyCodec",
     "KeyCodecError",
     "LiveFiles",
+    "ManifestCache",
     "ManifestEntry",
     "MergeEngine",
     "ORDER_FREE",
@@ -100,6 +104,8 @@ __all__ = [
     "compact",
     "conform_column",
     "delete_added_files",
+    "disable_manifest_cache",
+    "enable_manifest_cache",
     "expire_snapshots",
     "is_s3",
     "normalize_keys",

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import fastavro
 
+from filestore import manifest_cache
 from filestore.errors import CorruptFileError
 from filestore.fileio import FileIO
 from filestore.meta import ColumnStats, DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
@@ -159,12 +160,22 @@ class ManifestIO:
             raise CorruptFileError(path, f"not an Avro manifest: {type(e).__name__}: {e}", self.table_name) from e
 
     def _parse(self, name: str, parse: Callable[[dict], T]) -> list[T]:  # type: ignore[type-arg]
+        """The parsed records of a manifest or manifest list (from the process's `manifest_cache` when enabled:
+        manifests never change once written)."""
+        cache = manifest_cache.current()
+        path = self.paths.manifest_file(name)
+        if cache is not None:
+            held = cache.get(path)
+            if held is not None:
+                return held
         records = self._read(name)
         try:
-            return [parse(r) for r in records]
+            parsed = [parse(r) for r in records]
         except (KeyError, TypeError, ValueError) as e:
-            path = self.paths.manifest_file(name)
             raise CorruptFileError(path, f"unexpected record: {type(e).__name__}: {e}", self.table_name) from e
+        if cache is not None:
+            cache.put(path, parsed)
+        return parsed
 
     def write_manifest(self, entries: Sequence[ManifestEntry], schema_id: int) -> ManifestFileMeta:
         name = self.paths.new_manifest_name()

@@ -26,6 +26,7 @@ from typing import IO, Any, Callable, Mapping
 import pyarrow as pa
 
 import catalog
+import filestore
 from tablestore.spark.profiling import profiled
 from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
 from tablestore.spark.sql_tables import alter_table, create_table, drop_table, load_table, table_catalog
@@ -222,6 +223,7 @@ def main() -> None:
     protocol = sys.stdout
     sys.stdout = sys.stderr
     pa.set_cpu_count(1)   # a metadata helper beside a Spark driver: one thread is plenty
+    filestore.enable_manifest_cache()   # long-lived: each plan and commit reads only the manifests new to it
     serve(sys.stdin, protocol)
 
 
