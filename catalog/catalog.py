@@ -256,9 +256,10 @@ class Catalog:
         db, name = parse_identifier(identifier)
         path = self._table_path(db, name)
         manager = SchemaManager(self.io, TablePaths(path))
-        if not self.io.exists(manager.paths.schema_file(0)):
+        ids = manager.schema_ids()   # one listing says both whether the table exists and its latest schema
+        if not ids or ids[0] != 0:
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
-        schema = manager.latest()
+        schema = manager.get(ids[-1])
         options = TableOptions(dict(schema.options))
         try:
             store_options = options.to_filestore()
