@@ -22,7 +22,8 @@ Workloads, at scale 1 (`--scale` multiplies every row count), each system in a l
   15 (`--commits`; a median of 5 moved by 20-30% between runs); the clock starts at the commit file's
   modification time, and a second figure starts it when the write returns (`bench/peers_latency.py`).
 Each system first runs every workload on a small data set (the warm-up pass: JIT, jars, Python workers), then the
-timed pass; reads run 3 times, the best kept (writes change the table: once). Every answer is checked (count and
+timed pass; reads run 5 times, the best kept; the bulk insert 3 times, each into a new table, the median kept
+(the other writes change one table: once). Every answer is checked (count and
 sum of a column against the generator's truth) and a wrong one fails the run. Prints one table (seconds, rows/s,
 tablestore's speed-up over each peer: their seconds / ours) and
 writes bench/out/spark_peers.json and bench/out/spark_peers.png. Not a test: figures depend on the machine's load.
