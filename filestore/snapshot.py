@@ -120,7 +120,7 @@ class SnapshotManager:
             try:
                 return self.get(hint)
             except SnapshotNotFoundError:
-                pass   # a stale hint naming an expired snapshot: the listing finds the latest
+                pass   # a hint naming no snapshot (stale and expired, or ahead): the listing finds the latest
         sid = self._listed_latest_id()
         return None if sid is None else self.get(sid)
 
