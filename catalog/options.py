@@ -151,6 +151,27 @@ INGEST_SCHEMA_EVOLUTION: ConfigOption[str] = ConfigOption(
     choices=("add-columns", "fail"),
 )
 
+INGEST_UNAVAILABLE_VALUE: ConfigOption[str] = ConfigOption(
+    "ingest.unavailable-value-placeholder", "string", "__debezium_unavailable_value",
+    "The value a change data capture source sends in an update for a column whose value it does not have: "
+    "Debezium's placeholder (its connector option `unavailable.value.placeholder`) for a PostgreSQL column stored "
+    "out of line (TOAST) that the update left unchanged, under `REPLICA IDENTITY DEFAULT`. In a changelog write (rows "
+    "with `_row_kind`: `tablestore ingest`, `read_cdc` into the `managed` sink, `Table.write`) of a primary-key "
+    "table, a value column holding it (as text, its bytes in a binary column, `[text]` in a list of strings, its "
+    "bytes as numbers in a list of integers: as Debezium sends them) keeps the key's stored value: the row is "
+    "written and logged with that value (where the merge engine keeps older values for nulls, with null). Empty: "
+    "no value is a placeholder.",
+)
+INGEST_TRUNCATE: ConfigOption[str] = ConfigOption(
+    "ingest.truncate", "enum", "apply",
+    "What a CDC ingest job does with a TRUNCATE of its source table (Debezium's `op: t`, which Debezium sends only "
+    "when its connector's `skipped.operations` does not skip `t`, so a truncate that arrives is one the user asked "
+    "to capture): `apply` empties the table in one snapshot (its log carries a `-D` for every row) at the "
+    "truncate's place in the source's order, so the table stays equal to the source; `ignore` leaves the table "
+    "as it is; `fail` stops the job with an error naming the record.",
+    choices=("apply", "ignore", "fail"),
+)
+
 LOG_SYSTEM: ConfigOption[str] = ConfigOption(
     "log.system", "enum", None,
     "Log system of the table: `kafka` (a topic per table) or `none` (the file store alone). Default: `kafka` when "
@@ -270,7 +291,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
     CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
-    LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
+    INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL, MERGE_ENGINE, SEQUENCE_FIELD, FIELDS,
@@ -282,7 +303,7 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
     WRITE_ONLY, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET,
-    INGEST_SCHEMA_EVOLUTION, LOG_SCAN,
+    INGEST_SCHEMA_EVOLUTION, INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SCAN,
     LOG_SCAN_TIMESTAMP,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,

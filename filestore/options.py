@@ -28,6 +28,7 @@ class FileStoreOptions:
     commit_min_retry_wait_ms: int = 10
     commit_max_retry_wait_ms: int = 10_000
     merge_engine: MergeEngine = field(default_factory=MergeEngine)  # fixed at creation: how a key's records merge
+    unavailable_value_placeholder: str = ""  # a changelog's "unchanged" value (filestore.unchanged); "": none
 
     @property
     def stop_trigger(self) -> int:

@@ -121,7 +121,7 @@ class FileStore:
         """A writer whose sequence numbers continue from `base`, the live files of the snapshot it writes on
         (default: read those of the latest snapshot)."""
         live = base if base is not None else self.live_files(self.snapshots.latest())
-        return FileStoreWrite(self.context, live.max_sequence_numbers())
+        return FileStoreWrite(self.context, live.max_sequence_numbers(), base=live)
 
     def new_commit(self, commit_user: str | None = None, *, new_user: bool = False) -> FileStoreCommit:
         """A committer for `commit_user` (a fresh one when None). `new_user=True` promises that user has never

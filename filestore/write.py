@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -22,12 +23,16 @@ from filestore.bucket import bucket_of
 from filestore.coerce import conform_table, normalize_keys
 from filestore.gather import GatherSource
 from filestore.errors import BucketMismatchError, InvalidWriteError, SchemaMismatchError
+from filestore.live import LiveFiles
 from filestore.merge import COUNT, KIND, SEQ, merge, merge_primary_key_winners
 from filestore.merge_engine import check_retractions, prepare_input
 from filestore.meta import CommitMessage, DataFileMeta, Partition, ValueKind
 from filestore.parallel import pool, pool_size, wait_all
 from filestore.partition import check_partition_names, render_partition_column
 from filestore.context import StoreContext
+from filestore.read import SplitRead
+from filestore.scan import Split, keys_filter
+from filestore.unchanged import fill_unchanged, match_keys, unchanged_cells
 
 
 log = logging.getLogger(__name__)
@@ -95,16 +100,23 @@ def _bytes_per_row(source: GatherSource) -> int:
     return max(1, source.table.nbytes // max(1, source.table.num_rows)) + 9
 
 
+Base = LiveFiles | Callable[[], LiveFiles] | None
+"""The live files of the snapshot a write is based on, or how to read them when needed (None: the latest)."""
+
+
 class FileStoreWrite:
     def __init__(self, context: StoreContext, max_sequence_numbers: dict[tuple[Partition, int], int], *,
-                 bucket: int | None = None) -> None:
+                 bucket: int | None = None, base: Base = None) -> None:
         """`bucket`: every row written belongs to this bucket (the caller clustered the rows by the table's bucket
         function, e.g. a Spark write task per bucket): rows are not hashed, but the first BUCKET_CHECK_ROWS of each
-        input are, and a row of another bucket fails that write with BucketMismatchError."""
+        input are, and a row of another bucket fails that write with BucketMismatchError. `base`: the live files
+        `max_sequence_numbers` come from, read only when a changelog's unchanged values need the keys' stored rows
+        (`prepare`)."""
         self.context = context
         self.schema = context.schema
         self.bucket = bucket
         self._max_seq = max_sequence_numbers
+        self._base = base
         self._memtables: dict[tuple[Partition, int], _Memtable] = {}
         self._writer = context.data_file_writer()
         self._in_flight: list["Future[list[DataFileMeta]]"] = []
@@ -130,12 +142,51 @@ class FileStoreWrite:
         check_partition_names(self.context.table_name, self.schema.partition_keys, conformed)
         return conformed
 
+    def prepare(self, data: pa.Table, kinds: np.ndarray | None = None) -> pa.Table:
+        """`data` conformed (`conform`) and, for a changelog (`kinds` given) of a primary-key table, with the
+        unchanged values a CDC source sent as placeholders replaced (filestore.unchanged): the rows `write` stores,
+        which the caller logs."""
+        data = self.conform(data)
+        text = self.context.options.unavailable_value_placeholder
+        if kinds is None or not text or not self.schema.has_primary_key or data.num_rows == 0:
+            return data
+        fixed = set(self.schema.key_columns) | set(self.schema.partition_keys)
+        cells = unchanged_cells(data, [n for n in data.schema.names if n not in fixed], text)
+        if not cells:
+            return data
+        return fill_unchanged(data, cells, self.schema.key_columns, self.context.options.merge_engine,
+                              lambda rows, columns: self._stored(data.take(pa.array(rows)), columns))
+
+    def _stored(self, rows: pa.Table, columns: list[str]) -> pa.Table:
+        """`columns` of the stored row of each of `rows`' keys (null where none): the base snapshot's files and the
+        runs this writer flushed (its memtables of those buckets are flushed first)."""
+        groups = self._grouped(rows, self._buckets(rows))
+        for where, _ in groups:
+            if where in self._memtables:
+                self._flush(where, self._memtables[where])
+        self._drain()
+        if callable(self._base):
+            self._base = self._base()
+        base = self._base if self._base is not None else self.context.live_files(self.context.resolve_snapshot())
+        key = self.schema.key_columns
+        found = []
+        for where, idx in groups:
+            files = [*base.files_by_bucket([where]).get(where, []), *self._memtables.get(where, _Memtable(0)).flushed]
+            if not files:
+                continue
+            asked = rows.take(pa.array(idx))
+            split = Split(base.snapshot_id or 0, where[0], where[1],
+                          tuple(sorted(files, key=lambda f: f.min_sequence_number)))
+            found.append(SplitRead(self.context, [*key, *columns], keys_filter(asked, key)[0]).read(split))
+        stored = pa.concat_tables(found) if found else self.schema.arrow_schema.empty_table().select([*key, *columns])
+        return match_keys(rows, stored, key, columns)
+
     def write(self, data: pa.Table, kinds: np.ndarray | None = None, *, conformed: bool = False) -> np.ndarray:
         """Apply `data` in row order; `kinds` holds a ValueKind per row (all ADD when None). Returns each row's
         bucket (the log store writes a row to the Kafka partition of that number). `conformed`: `data` is the
-        result of `conform` already (the caller needed the conformed rows too), so it is not conformed again."""
+        result of `prepare` already (the caller needed those rows too), so it is not prepared again."""
         if not conformed:
-            data = self.conform(data)
+            data = self.prepare(data, kinds)
         n = data.num_rows
         if n == 0:
             return np.zeros(0, dtype=np.int32)
@@ -148,6 +199,13 @@ class FileStoreWrite:
             check_retractions(self.context.table_name, engine, kind_arr, value_columns)
             data = prepare_input(data, engine)
         buckets = self._buckets(data)
+        source = GatherSource(data)  # every flush takes its rows from it
+        for where, idx in self._grouped(data, buckets):
+            self._append(where, source, idx, kind_arr[idx])
+        return buckets
+
+    def _grouped(self, data: pa.Table, buckets: np.ndarray) -> list[tuple[tuple[Partition, int], np.ndarray]]:
+        """The rows of each (partition, bucket) of `data`, each group in row order."""
         group_codes = buckets  # int32; int64 once partitions are folded in
         dictionaries = []
         multiplier = self.context.options.bucket
@@ -156,17 +214,16 @@ class FileStoreWrite:
             dictionaries.append(encoded.dictionary.to_pylist())
             group_codes = group_codes + encoded.indices.to_numpy().astype(np.int64) * multiplier
             multiplier *= max(1, len(encoded.dictionary))
-        source = GatherSource(data)  # every flush takes its rows from it
+        grouped = []
         for idx in _groups(group_codes):
             first = int(idx[0])
             code = int(group_codes[first])
-            bucket = int(buckets[first])
             rest, partition = code // self.context.options.bucket, []
             for d in dictionaries:
                 partition.append(d[rest % max(1, len(d))])
                 rest //= max(1, len(d))
-            self._append((tuple(partition), bucket), source, idx, kind_arr[idx])
-        return buckets
+            grouped.append(((tuple(partition), int(buckets[first])), idx))
+        return grouped
 
     def _buckets(self, data: pa.Table) -> np.ndarray:
         """`bucket_of` every row (or the write's one `bucket`, checked on a sample); a large input is hashed in

@@ -97,7 +97,7 @@ class TableWriter:
             arrow = arrow.drop_columns([logstore.ROW_KIND_COLUMN])
             kinds = value_kinds(row_kinds)
         file_writer = self._new_file_writer()
-        rows = file_writer.conform(arrow)
+        rows = file_writer.prepare(arrow, kinds)
         buckets = file_writer.write(rows, kinds, conformed=True)
         if self.target.tracked_log is not None and overwrite is None and rows.num_rows and not self._merged_log:
             if row_kinds is None:

@@ -31,9 +31,10 @@ primary key first (`df.repartition(*pk)`): all rows of a key then meet in one ta
 """
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Literal, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -57,7 +58,7 @@ from tablestore.spark.pyworker import freeze_imports
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from filestore import FileStore, Snapshot
+    from filestore import FileStore, LiveFiles, Snapshot
 
 SEQUENCE_STRIDE = 1 << 32
 """Sequence numbers a task may use per bucket and job (4.3e9 rows); the whole int64 range lasts 2**31 tasks."""
@@ -115,6 +116,27 @@ def _change_tracking(options: dict[str, str], table: str) -> bool | None:
         raise DataSourceOptionError(f"table {table!r}: option {CHANGE_TRACKING.key!r}: {e}") from None
 
 
+TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"
+"""Write options of an idempotent batch write (Delta's names): the writes of one application id commit as one writer,
+each version at most once; a version already committed is skipped (a `foreachBatch` function that Spark runs again
+for a micro-batch after a restart writes it once)."""
+
+
+def txn_identity(options: dict[str, str], table: str) -> tuple[str, int] | None:
+    """(application id, version) of an idempotent write, None for a plain one."""
+    keys = {str(k).lower(): v for k, v in options.items()}   # Spark hands the options over lowercased
+    app, version = keys.get(TXN_APP_ID.lower()), keys.get(TXN_VERSION.lower())
+    if app is None and version is None:
+        return None
+    if not app or version is None or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", app):
+        raise DataSourceOptionError(f"table {table!r}: an idempotent write needs both {TXN_APP_ID} (letters, digits, "
+                                    f"'_', '.', '-': at most 64) and {TXN_VERSION}, got {app!r} and {version!r}")
+    number = int_option(keys, TXN_VERSION.lower(), table)
+    if number is None or number < 1:
+        raise DataSourceOptionError(f"table {table!r}: {TXN_VERSION} must be a positive integer, got {version!r}")
+    return app, number
+
+
 class ManagedWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: "StructType", overwrite: bool) -> None:
         self.ref: TableRef = table_ref(options)
@@ -150,7 +172,8 @@ class ManagedWriter(DataSourceArrowWriter):
         # writer (None: each micro-batch's tasks read the latest snapshot's, ManagedStreamWriter)
         self.base_sequences = self._driver_sequences(handle.store, base)
         self.plan_schema_id = handle.store.schema.id   # the JVM tasks write the columns of this schema
-        self.commit_user = f"spark-{uuid.uuid4()}"
+        self.txn = txn_identity(options, table)
+        self.commit_user = f"spark-txn-{self.txn[0]}" if self.txn is not None else f"spark-{uuid.uuid4()}"
         names = [f.name for f in schema]
         self.has_row_kind = ROW_KIND_COLUMN in names
         self.bucket_per_task = options.get(TASK_BUCKET_OPTION) == "partition" and self._clustered_by_spark()
@@ -191,11 +214,13 @@ class ManagedWriter(DataSourceArrowWriter):
         handle = self.ref.handle()
         store = handle.store
         committed = self.base_sequences
+        base: "LiveFiles | Callable[[], LiveFiles]" = lambda: store.live_files(self._base(store))  # noqa: E731
         if committed is None:
-            committed = store.live_files(self._base(store)).max_sequence_numbers()
+            base = store.live_files(self._base(store))
+            committed = base.max_sequence_numbers()
         sequences = _TaskSequences(committed, task * SEQUENCE_STRIDE)
         one_bucket = self.bucket_per_task and task < store.options.bucket
-        writer = FileStoreWrite(store.context, sequences, bucket=task if one_bucket else None)
+        writer = FileStoreWrite(store.context, sequences, bucket=task if one_bucket else None, base=base)
         try:
             # Spark hands 10k-row batches; the file store's write costs per call, so apply them in chunks
             pending: list[pa.RecordBatch] = []
@@ -252,8 +277,13 @@ class ManagedWriter(DataSourceArrowWriter):
         if self.scope == "filter":
             store = self.ref.handle().store
             scope = self._filtered(store, store.snapshots.latest())
-        with self.session(self.commit_user, new_user=True) as session:
-            self.commit_session(session, everything, 1, scope)
+        if self.txn is None:
+            with self.session(self.commit_user, new_user=True) as session:
+                self.commit_session(session, everything, 1, scope)
+            return
+        app, version = self.txn   # an idempotent write: a version already in deletes these files (commit_prepared)
+        with self.session(self.commit_user, f"tablestore-{self.ref.identifier}-txn-{app}") as session:
+            self.commit_session(session, everything, version, scope)
 
     def commit_session(self, session: TableWriter, messages: list[CommitMessage], identifier: int,
                        overwrite: Overwrite = None) -> None:
@@ -286,7 +316,7 @@ class ManagedWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         store = self.ref.handle().store
-        if store.new_commit(self.commit_user).find_committed(1) is not None:
+        if store.new_commit(self.commit_user).find_committed(self.txn[1] if self.txn else 1) is not None:
             return   # the commit published its snapshot before failing: the files are the table's now
         _delete(store, [cm for m in messages if isinstance(m, TaskCommit) for cm in m.messages])
         for path in data_file_paths(store, [m for m in messages if isinstance(m, JvmTaskCommit)]):
