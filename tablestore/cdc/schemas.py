@@ -46,15 +46,24 @@ LOGICAL_TYPES: dict[str, pa.DataType] = {
     "io.debezium.time.NanoTimestamp": TIMESTAMP, "org.apache.kafka.connect.data.Timestamp": TIMESTAMP,
     "io.debezium.time.ZonedTimestamp": pa.timestamp("us", tz="UTC"),
     "io.debezium.time.Time": pa.int64(), "io.debezium.time.MicroTime": pa.int64(),
-    "io.debezium.time.NanoTime": pa.int64(), "io.debezium.time.ZonedTime": pa.string(),
+    "io.debezium.time.NanoTime": pa.int64(), "org.apache.kafka.connect.data.Time": pa.int64(),
+    "io.debezium.time.ZonedTime": pa.string(), "io.debezium.time.MicroDuration": pa.int64(),
+    "io.debezium.time.Interval": pa.string(),
     "io.debezium.data.Json": pa.string(), "io.debezium.data.Enum": pa.string(), "io.debezium.data.Uuid": pa.string(),
-    "io.debezium.data.Xml": pa.string(), "io.debezium.data.Bits": pa.binary(),
+    "io.debezium.data.EnumSet": pa.string(), "io.debezium.data.Xml": pa.string(), "io.debezium.data.Bits": pa.binary(),
+    "io.debezium.data.VariableScaleDecimal": pa.string(),
 }
-"""Debezium's semantic types (`schema.fields[].name`) whose column type differs from the Connect type. Times of
-day are kept as their integer (ms, µs or ns of the day, as Debezium sends them)."""
+"""Debezium's semantic types (`schema.fields[].name`) whose column type differs from the Connect type. A time of
+day is an int64 of microseconds since midnight, whatever unit Debezium sends it in (`TIME_UNITS`: the decoder
+converts); an interval (`MicroDuration`) an int64 of microseconds, as Debezium computes it (a month is 30.4375
+days); a `numeric` without a scale (`VariableScaleDecimal`: an unscaled value and a scale per value, wider than any
+fixed decimal) its exact decimal text, as PostgreSQL prints it."""
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
+VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": "ms", "org.apache.kafka.connect.data.Timestamp": "ms",
                    "io.debezium.time.MicroTimestamp": "us", "io.debezium.time.NanoTimestamp": "ns"}
+TIME_UNITS = {"io.debezium.time.Time": "ms", "org.apache.kafka.connect.data.Time": "ms",
+              "io.debezium.time.MicroTime": "us", "io.debezium.time.NanoTime": "ns"}
 
 
 Signature = tuple[tuple[str | None, str | None, str | None, bool, str | None], ...]

@@ -12,12 +12,14 @@ called; a record with columns the table does not have (or a wider type) stops th
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, cast
 
 import logstore
+from catalog import INGEST_TRUNCATE
 from tablestore.cdc import FORMATS, CdcSchemaError, KnownSchema, evolution, known_schema, record_schema
 from tablestore.errors import TableStoreError
 from tablestore.spark.cdc_decode import BadRecords, DecodeSpec, changes
+from tablestore.spark.cdc_formats import TruncateBarrier, TruncatePolicy
 from tablestore.spark.source_options import DataSourceOptionError, TableRef, table_ref
 
 if TYPE_CHECKING:
@@ -33,16 +35,18 @@ class CdcSourceError(TableStoreError):
     """A CDC source cannot be read: an unknown format, a missing table, a topic with nothing to create it from."""
 
 
-def kafka_stream(spark: "SparkSession", *, topic: str, bootstrap_servers: str,
+def kafka_stream(spark: "SparkSession", *, topic: str | None = None, bootstrap_servers: str,
                  starting_offsets: str = "earliest", kafka_options: Mapping[str, str] | None = None,
-                 max_offsets_per_trigger: int | None = None) -> "DataFrame":
-    """Spark's Kafka source of `topic` (key, value, topic, partition, offset, timestamp, ...). `kafka_options`:
-    more source options (`kafka.security.protocol`, `failOnDataLoss`, ...), which win."""
+                 max_offsets_per_trigger: int | None = None, topic_pattern: str | None = None) -> "DataFrame":
+    """Spark's Kafka source of `topic`, or of every topic matching `topic_pattern` (key, value, topic, partition,
+    offset, timestamp, ...). `kafka_options`: more source options (`kafka.security.protocol`, `failOnDataLoss`,
+    ...), which win."""
     from tablestore.spark.kafka import check_kafka_source
 
     check_kafka_source(spark)
+    subscribe = ("subscribe", topic) if topic_pattern is None else ("subscribePattern", topic_pattern)
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", starting_offsets)
+              .option(*subscribe).option("startingOffsets", starting_offsets)
               .option("failOnDataLoss", "true"))
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
@@ -76,17 +80,26 @@ def resolve_table(ref: TableRef, *, topic: str, bootstrap_servers: str, format: 
     if record is None:
         raise CdcSourceError(f"table {ref.identifier!r}: topic {topic!r} had no record within {wait_s:.0f} s to "
                              f"create the table from")
+    return create_from_record(ref, record, format, table_options)
+
+
+def create_from_record(ref: TableRef, record: logstore.KafkaRecord, format: str,
+                       table_options: Mapping[str, str] | None = None) -> "CatalogTable":
+    """The table `ref` names, created (with its database, unless it exists by now) from the schema `record` carries
+    and the primary key of its Kafka key (tablestore.cdc.record_schema)."""
+    import catalog
+
+    where = f"topic {record.topic!r} partition {record.partition} offset {record.offset}"
     try:
         found = record_schema(format, record.key, record.value)
     except CdcSchemaError as e:
-        raise CdcSourceError(f"table {ref.identifier!r}: cannot create it from the {format} record at topic "
-                             f"{topic!r} partition {record.partition} offset {record.offset}: {e}") from None
+        raise CdcSourceError(f"table {ref.identifier!r}: cannot create it from the {format} record at {where}: "
+                             f"{e}") from None
     if not found.primary_key:
-        raise CdcSourceError(f"table {ref.identifier!r}: the {format} record at topic {topic!r} partition "
-                             f"{record.partition} offset {record.offset} names no primary key (its Kafka key has no "
-                             f"fields): create the table yourself with the primary key")
-    database = ref.identifier.split(".")[0]
-    cat.create_database(database, ignore_if_exists=True)
+        raise CdcSourceError(f"table {ref.identifier!r}: the {format} record at {where} names no primary key (its "
+                             f"Kafka key has no fields): create the table yourself with the primary key")
+    cat = catalog.Catalog(ref.warehouse, dict(ref.catalog_options))
+    cat.create_database(ref.identifier.split(".")[0], ignore_if_exists=True)
     return cat.create_table(ref.identifier, found.arrow_schema(), primary_key=list(found.primary_key),
                             options=dict(table_options or {}), ignore_if_exists=True)
 
@@ -113,12 +126,15 @@ def known_schemas(handle: "CatalogTable", format: str, records: Sequence[logstor
 
 
 def decode_spec(handle: "CatalogTable", format: str, bad_records: str, *, known: tuple[KnownSchema, ...] = (),
-                before_images: bool = True) -> DecodeSpec:
+                before_images: bool = True, barrier: TruncateBarrier | None = None) -> DecodeSpec:
+    """How to decode `format` records into `handle`'s table; `barrier`: the last TRUNCATE an ingest job applied
+    (tablestore/spark/ingest_truncate.py)."""
     if bad_records not in BAD_RECORDS:
         raise CdcSourceError(f"bad_records must be one of {BAD_RECORDS}, not {bad_records!r}")
     mode: BadRecords = "skip" if bad_records == "skip" else "fail"
+    truncate = cast(TruncatePolicy, handle.options.get(INGEST_TRUNCATE))
     return DecodeSpec(check_format(format), handle.identifier, handle.schema.arrow_schema,
-                      tuple(handle.schema.primary_keys), mode, known, before_images)
+                      tuple(handle.schema.primary_keys), mode, known, before_images, truncate, barrier)
 
 
 def read_cdc(spark: "SparkSession", topic: str, bootstrap_servers: str, format: str = "debezium-json",

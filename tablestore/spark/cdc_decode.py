@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from logstore import ROW_KIND_COLUMN
-from tablestore.cdc.schemas import DECIMAL, FORMATS, TIMESTAMP_UNITS
-from tablestore.spark.cdc_formats import NO_DECLARED, PLANS, ROWMAP, SCHEMA_CHANGE, BadRecords, DecodeSpec, ident, lit
+from tablestore.cdc.schemas import DECIMAL, FORMATS, TIME_UNITS, TIMESTAMP_UNITS, VARIABLE_SCALE_DECIMAL
+from tablestore.spark.cdc_formats import (NO_DECLARED, PLANS, ROWMAP, SCHEMA_CHANGE, TRUNCATE, BadRecords, DecodeSpec,
+                                          ident, lit)
 from tablestore.spark.types import spark_type
 
 if TYPE_CHECKING:
@@ -61,13 +62,21 @@ def _convert(t: str, field: pa.Field, declared: str) -> str:
     it says the encoding (Connect's Decimal, an epoch timestamp's unit), no value is looked at to guess it."""
     st = spark_type(field.type, field.name)
     ddl = st.simpleString()
+    variable = (f"IF({t} IS NULL, NULL, reflect('{CDC_FUNCTIONS}', 'decimalFromBase64', "   # reflect: 'null'
+                f"get_json_object({t}, '$.value'), coalesce(try_cast(get_json_object({t}, '$.scale') AS INT), 0)))")
     if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-        return t
+        return f"IF({declared}.name = {lit(VARIABLE_SCALE_DECIMAL)}, {variable}, {t})"
     if pa.types.is_decimal(field.type):
         scale = f"coalesce(try_cast({declared}.scale AS INT), {field.type.scale})"
         from_bytes = f"try_cast(reflect('{CDC_FUNCTIONS}', 'decimalFromBase64', {t}, {scale}) AS {ddl})"
         return (f"CASE WHEN {declared}.name = {lit(DECIMAL)} THEN {from_bytes} "
+                f"WHEN {declared}.name = {lit(VARIABLE_SCALE_DECIMAL)} THEN try_cast({variable} AS {ddl}) "
                 f"WHEN {t} RLIKE {_NUMBER} THEN try_cast({t} AS {ddl}) ELSE {from_bytes} END")
+    if pa.types.is_int64(field.type):   # a time of day in µs, whatever unit Debezium declares (TIME_UNITS)
+        units = ", ".join(f"{lit(name)}, {lit(unit)}" for name, unit in TIME_UNITS.items())
+        n = f"try_cast({t} AS BIGINT)"
+        return (f"CASE map({units})[{declared}.name] WHEN 'ms' THEN {n} * 1000 WHEN 'ns' THEN {n} DIV 1000 "
+                f"ELSE {n} END")
     if pa.types.is_date(field.type):
         return (f"CASE WHEN {t} RLIKE {_INTEGER} THEN date_add(DATE'1970-01-01', try_cast({t} AS INT)) "
                 f"ELSE try_cast({t} AS DATE) END")
@@ -172,10 +181,13 @@ def _problems(i: int, f: pa.Field, primary_key: tuple[str, ...]) -> str:
 
 
 def _needs_declared(type_: pa.DataType) -> bool:
-    return pa.types.is_decimal(type_) or pa.types.is_timestamp(type_)
+    """Whether a column of `type_` is read by the encoding the record declares (decimals, timestamps, times of day,
+    numerics without a scale kept as text)."""
+    return (pa.types.is_decimal(type_) or pa.types.is_timestamp(type_) or pa.types.is_int64(type_)
+            or pa.types.is_string(type_) or pa.types.is_large_string(type_))
 
 
-def changes(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
+def changes(raw: "DataFrame", spec: DecodeSpec, observation: Any = None) -> "DataFrame":
     """`raw` Kafka rows as a changelog of `spec.table`: `_row_kind` + its columns, with the bad-record policy
     applied (`fail`: the first bad record fails its micro-batch, naming topic, partition, offset and reason;
     `skip`: dropped, counted in the observed metric `bad` of `OBSERVATION`), a schema change always failing
@@ -191,10 +203,14 @@ def changes(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
                                           detail))
     raise_bad = F.raise_error(F.concat(F.lit(f"{BAD_RECORD}: table {spec.table}: bad {spec.format} record"),
                                        where, F.col(ERROR)))
+    is_truncate = F.col(ERROR).startswith(TRUNCATE)
+    raise_truncate = F.raise_error(F.concat(F.lit(f"{TRUNCATE}: table {spec.table}: truncate"), where,
+                                            F.regexp_replace(F.col(ERROR), f"^{TRUNCATE}: ", "")))
     keep: "Column" = (F.when(F.col(ERROR).isNull(), F.lit(True))
-                      .when(is_change, raise_change.cast("boolean")))
+                      .when(is_change, raise_change.cast("boolean"))
+                      .when(is_truncate, raise_truncate.cast("boolean")))
     keep = keep.when(F.lit(spec.bad_records == "fail"), raise_bad.cast("boolean")).otherwise(F.lit(False))
-    observed = decoded.observe(
-        OBSERVATION, F.count(F.lit(1)).alias("rows"),
+    observed = decoded.observe(   # `observation`: a pyspark Observation (a batch query's), else named for the stream
+        OBSERVATION if observation is None else observation, F.count(F.lit(1)).alias("rows"),
         F.count(F.when(F.col(ERROR).isNotNull(), 1)).alias("bad"), F.max(TS).alias("max_ts_ms"))
     return observed.filter(keep).select(ROW_KIND_COLUMN, *spec.schema.names)

@@ -30,6 +30,9 @@ import pyarrow as pa
 from tablestore.cdc.schemas import CONNECT_TYPES, PAYLOAD_MARK, KnownSchema, Signature, fits
 
 SCHEMA_CHANGE = "TABLESTORE_CDC_SCHEMA_CHANGE"
+TRUNCATE = "TABLESTORE_CDC_TRUNCATE"
+"""Opens the error of a TRUNCATE record the decoder does not take itself (`ingest.truncate` = `apply`: the ingest job
+applies it and restarts past it; `fail`)."""
 ROWMAP = "MAP<STRING,STRING>"
 NO_KINDS = "CAST(array() AS ARRAY<STRING>)"
 
@@ -41,6 +44,25 @@ def lit(text: str) -> str:
 
 NO_DECLARED = "CAST(NULL AS MAP<STRING, STRUCT<name: STRING, scale: STRING>>)"
 BadRecords = Literal["fail", "skip"]
+TruncatePolicy = Literal["apply", "ignore", "fail"]
+
+
+@dataclass(frozen=True)
+class TruncateBarrier:
+    """The position of the last TRUNCATE an ingest job applied: the records at or before it (by PostgreSQL's LSN
+    where the record has one, else by offset within the truncate's own Kafka partition) were emptied by it and give
+    no rows."""
+
+    topic: str
+    partition: int
+    offset: int
+    lsn: int | None = None
+
+    def sql(self) -> str:
+        """SQL: the record (columns `lsn`, `__cdc_topic`, `__cdc_partition`, `__cdc_offset`) is at or before it."""
+        by_lsn = f"(lsn IS NOT NULL AND lsn <= {self.lsn}) OR " if self.lsn is not None else ""
+        return (f"({by_lsn}(__cdc_topic = {lit(self.topic)} AND __cdc_partition = {self.partition} "
+                f"AND __cdc_offset <= {self.offset}))")
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,11 @@ class DecodeSpec:
     """False: an update that keeps the primary key yields only its after image (+U), which a primary-key table's
     merge applies the same way as -U then +U (what `tablestore ingest` writes: a quarter fewer rows); an update that
     changes the key keeps its -U."""
+    truncate: TruncatePolicy = "fail"
+    """A Debezium TRUNCATE (`op: t`): `ignore` gives no rows; `apply` and `fail` end the micro-batch with a `TRUNCATE`
+    error naming the record and its LSN (the ingest job applies it: tablestore/spark/ingest.py)."""
+    barrier: TruncateBarrier | None = None
+    """The last TRUNCATE applied: records at or before it give no rows."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +160,8 @@ def connect_types_taken(type_: pa.DataType) -> list[str]:
         taken += ["bytes"]
     if pa.types.is_list(type_):
         taken += ["array"]
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        taken += ["struct", "array", "map"]   # kept as JSON text (a numeric without a scale: its decimal text)
     return sorted(set(taken))
 
 
@@ -171,11 +200,11 @@ def debezium(spec: DecodeSpec) -> Plan:
     payload costs), and its declared types are constants. A record whose parsed schema is a known one's skips the
     field-by-field check. Any other record is parsed whole and checked field by field."""
     schema, known = spec.schema, spec.known
-    images = f"before {ROWMAP}, after {ROWMAP}, op STRING, ts_ms BIGINT"
+    images = f"before {ROWMAP}, after {ROWMAP}, op STRING, ts_ms BIGINT, source STRUCT<lsn BIGINT>"
     fields = "fields ARRAY<STRUCT<field STRING, type STRING, name STRING, parameters STRUCT<scale STRING>>>"
     envelope = f"STRUCT<schema STRUCT<fields ARRAY<STRUCT<field STRING, {fields}>>>, payload STRUCT<{images}>, {images}>"
     row = "STRUCT<" + ", ".join(f"{ident(n)}: STRING" for n in schema.names) + ">"
-    fast_payload = f"STRUCT<before: {row}, after: {row}, op: STRING, ts_ms: BIGINT>"
+    fast_payload = f"STRUCT<before: {row}, after: {row}, op: STRING, ts_ms: BIGINT, source: STRUCT<lsn: BIGINT>>"
     text = "CAST(value AS STRING)"
     heads = [(i + 1, (k.head + PAYLOAD_MARK).encode()) for i, k in enumerate(known) if k.head]
     fast = (f"CASE {' '.join(f'WHEN startswith(value, X{lit(h.hex())}) THEN {i}' for i, h in heads)} ELSE 0 END"
@@ -187,19 +216,27 @@ def debezium(spec: DecodeSpec) -> Plan:
              (("f", f"IF(fast > 0, from_json({payload_text}, {lit(fast_payload)}), NULL)"),
               ("e", f"IF(fast > 0, NULL, from_json({text}, {lit(envelope)}))")))
     payload = ("IF(e.payload IS NOT NULL, e.payload, named_struct('before', e.before, 'after', e.after, 'op', e.op, "
-               "'ts_ms', e.ts_ms))")
+               "'ts_ms', e.ts_ms, 'source', e.source))")
     by_signature = " ".join(f"WHEN sig = {_signature_sql(k.signature)} THEN {i + 1}" for i, k in enumerate(known))
     pre = ((("p", f"IF(fast > 0, NULL, {payload})"), ("sig", f"IF(fast > 0, NULL, {DECLARED})")),
            (("known", f"CASE WHEN fast > 0 THEN fast {by_signature} ELSE 0 END"),
-            ("op", "IF(fast > 0, f.op, p.op)"),
+            ("op", "IF(fast > 0, f.op, p.op)"), ("lsn", "IF(fast > 0, f.source.lsn, p.source.lsn)"),
             ("has_before", "IF(fast > 0, f.before IS NOT NULL, p.before IS NOT NULL)"),
             ("has_after", "IF(fast > 0, f.after IS NOT NULL, p.after IS NOT NULL)")))
     taken = [f"{f.name}:{t}" for f in schema for t in connect_types_taken(f.type)]
     declared_ok = _within("transform(sig, x -> concat(x.field, ':', x.type))", taken)
     bare_ok = _known(schema.names, "map_keys(coalesce(p.after, p.before))")
+    passed = spec.barrier.sql() if spec.barrier is not None else "false"
+    refused = "" if spec.truncate == "apply" else (" and ingest.truncate is 'fail' (set it to 'apply' to empty "
+                                                   "the table there, or 'ignore')")
+    truncate = ("NULL" if spec.truncate == "ignore" else
+                f"concat({lit(TRUNCATE + ': ')}, 'TRUNCATE', IF(lsn IS NULL, '', concat(' at LSN ', lsn)), "
+                f"{lit(refused)})")
     error = f"""CASE
       WHEN tomb THEN NULL
       WHEN op IS NULL THEN 'not a Debezium change event (no ''op'')'
+      WHEN {passed} THEN NULL
+      WHEN op = 't' THEN {truncate}
       WHEN op IN ('c', 'r', 'u') AND NOT has_after THEN concat('op ', op, ' without ''after''')
       WHEN op = 'd' AND NOT has_before THEN 'op ''d'' without ''before'''
       WHEN op NOT IN ('c', 'r', 'u', 'd') THEN concat('unsupported op ', op)
@@ -210,7 +247,7 @@ def debezium(spec: DecodeSpec) -> Plan:
     same_key = (f"IF(fast > 0, {_same_key(spec, 'f.before', 'f.after', struct=True)}, "
                 f"{_same_key(spec, 'p.before', 'p.after')})")
     kinds = f"""CASE
-      WHEN tomb THEN {NO_KINDS}
+      WHEN tomb OR {passed} OR op = 't' THEN {NO_KINDS}
       WHEN op IN ('c', 'r') THEN array('+I')
       WHEN op = 'u' AND NOT has_before THEN array('+U')
       WHEN op = 'u' AND {same_key} THEN array('+U')

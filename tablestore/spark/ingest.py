@@ -13,12 +13,12 @@ The run, as a state machine (`run`):
 1. RESOLVE: load the table (create it from the first record with `create`);
 2. RUN: start the query on the table's current schema; every `poll_s` report progress (events/s, Kafka lag,
    snapshots committed, the last commit's latency, bad records skipped);
-3. a decoder error marked SCHEMA_CHANGE (a record with columns the table lacks, a wider declared type, a number too
-   large for its column) ends the query before its micro-batch commits: EVOLVE reads that record from Kafka,
-   works out the change (tablestore.cdc.evolution) and, if `ingest.schema-evolution` is `add-columns`, alters the
-   table (new nullable columns at the end, widened types) and goes back to RUN from the same checkpoint (Spark
-   replays the micro-batch, now decoded with the new schema); with `fail`, or a change no table can follow, the
-   job stops with an error naming the column and both types;
+3. a decoder error marked SCHEMA_CHANGE ends the query before its micro-batch commits: EVOLVE alters the table
+   (tablestore/spark/ingest_evolve.py) and goes back to RUN from the same checkpoint (Spark replays the micro-batch,
+   now decoded with the new schema); a change no table can follow stops the job with an error naming the column and
+   both types. A decoder error marked TRUNCATE (`ingest.truncate` = `apply`): TRUNCATE empties the table and records
+   the truncate's position (tablestore/spark/ingest_truncate.py), then RUN again: the replayed micro-batch gives no
+   rows for the records before it;
 4. STOP: on `request_stop()` the job waits for the micro-batch in flight to commit, then stops the query; with
    `available_now` the query stops by itself once the topic is read to the end it saw at the start.
 A bad record (`bad_records="fail"`) fails the job naming topic, partition, offset and reason; nothing of its
@@ -28,27 +28,24 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import pyarrow as pa
-
 import catalog
 import logstore
-from catalog import INGEST_SCHEMA_EVOLUTION
-from filestore import widens
-from tablestore.cdc import CdcSchemaError, evolution, record_schema
-from tablestore.cdc.schemas import Evolution
-from tablestore.errors import TableStoreError
+from catalog import INGEST_TRUNCATE
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
-from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE, changes
+from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
+from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
+from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
 from tablestore.spark.ingest_progress import (IngestProgress, end_offsets, event_latencies, lag, last_progress,
                                                status)
 from tablestore.spark.stream_write import commit_user
+
+__all__ = ["IngestConfig", "IngestError", "IngestJob", "State", "default_checkpoint"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,15 +56,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class IngestError(TableStoreError):
-    """The ingest job stopped on bad input or a schema change the table cannot follow; nothing of the micro-batch
-    it stopped at was committed, and a restart resumes there."""
-
-
 class State(enum.Enum):
     RESOLVE = "resolve"
     RUN = "run"
     EVOLVE = "evolve"
+    TRUNCATE = "truncate"
     STOP = "stop"
     DONE = "done"
 
@@ -98,12 +91,6 @@ def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
     from tablestore.spark.s3a import jvm_url
 
     return jvm_url(handle.store.io.object_store, f"{handle.store.paths.checkpoint_dir}/ingest-{topic}")
-
-
-_WHERE = re.compile(r"in topic (?P<topic>\S+) partition (?P<partition>\d+) offset (?P<offset>\d+): (?P<detail>[^\n]*)")
-_DECODER_MESSAGE = re.compile(
-    rf"(?P<marker>{BAD_RECORD}|{SCHEMA_CHANGE}): (?P<message>table [^\n(]*? in topic \S+ partition \d+ offset \d+: [^\n]*)")
-_COLUMN = re.compile(r"column (?P<column>\S+): cannot read")
 
 
 class IngestJob:
@@ -160,11 +147,20 @@ class IngestJob:
                 self.state = self.progress_state(State.DONE)
                 self._report(started)
                 return self.progress
-            marker, message = _decoder_error(failure)
+            marker, message = decoder_error(failure)
+            barrier = barrier_of(failure) if marker == TRUNCATE else None
+            if barrier is not None and handle.options.get(INGEST_TRUNCATE) == "apply":
+                self.state = self.progress_state(State.TRUNCATE)
+                deleted = apply_truncate(handle, self.config.topic, barrier)
+                self.progress.truncates += 1
+                log.info("ingest %s: TRUNCATE at topic %s partition %s offset %s: %s rows deleted", handle.identifier,
+                         barrier.topic, barrier.partition, barrier.offset, deleted)
+                continue
             if marker != SCHEMA_CHANGE:
                 raise IngestError(message) from None
             self.state = self.progress_state(State.EVOLVE)
-            handle = self._evolve(ref, handle, failure)
+            handle, change = evolve(ref, handle, failure, self.config.format, self._properties(), self._samples)
+            self.progress.schema_changes.append(change)
 
     def progress_state(self, state: State) -> State:
         self.progress.state = state.value
@@ -176,7 +172,9 @@ class IngestJob:
                            starting_offsets=c.starting_offsets, kafka_options=c.kafka_options,
                            max_offsets_per_trigger=c.max_offsets_per_trigger)
         known = known_schemas(handle, c.format, self._samples)
-        decoded = changes(raw, decode_spec(handle, c.format, c.bad_records, known=known, before_images=False))
+        spec = decode_spec(handle, c.format, c.bad_records, known=known, before_images=False,
+                           barrier=read_barrier(handle, c.topic))
+        decoded = changes(raw, spec)
         writer = (decoded.writeStream.format("managed").option("checkpointLocation", self.checkpoint)
                   .option("warehouse", c.warehouse).queryName(f"tablestore-ingest-{c.table}"))
         for key, value in c.catalog_options.items():
@@ -273,88 +271,8 @@ class IngestJob:
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
-    # -- schema evolution ------------------------------------------------------------------------------------
-    def _evolve(self, ref: TableRef, handle: "CatalogTable", failure: str) -> "CatalogTable":
-        c = self.config
-        where = _WHERE.search(_message(failure))
-        if where is None:
-            raise IngestError(_message(failure))
-        detail = where.group("detail")
-        record = logstore.record_at(self._properties(), where.group("topic"), int(where.group("partition")),
-                                    int(where.group("offset")))
-        self._samples.append(record)   # the decoder's fast path for the new schema from the restart on
-        schema = handle.schema.arrow_schema
-        try:
-            found = record_schema(c.format, record.key, record.value)
-            change = evolution(handle.identifier, schema, found, tuple(handle.schema.primary_keys))
-            column = _COLUMN.search(detail)
-            if not change and column is not None:
-                change = _widen_overflow(handle, found, column.group("column"), detail)
-        except CdcSchemaError as e:
-            raise IngestError(f"{e} (at topic {record.topic} partition {record.partition} offset {record.offset})") \
-                from None
-        if not change:
-            raise IngestError(f"table {handle.identifier!r}: the record at topic {record.topic} partition "
-                              f"{record.partition} offset {record.offset} was taken for a schema change ({detail}), "
-                              f"but the table already takes its columns")
-        policy = handle.options.get(INGEST_SCHEMA_EVOLUTION)
-        if policy == "fail":
-            raise IngestError(f"table {handle.identifier!r}: the source's schema changed at topic {record.topic} "
-                              f"partition {record.partition} offset {record.offset} ({change.describe()}) and "
-                              f"{INGEST_SCHEMA_EVOLUTION.key} is 'fail'")
-        altered = self._alter(ref, handle, change)
-        self.progress.schema_changes.append(change.describe())
-        log.info("ingest %s: %s at topic %s partition %s offset %s", handle.identifier, change.describe(),
-                 record.topic, record.partition, record.offset)
-        return altered
-
-    def _alter(self, ref: TableRef, handle: "CatalogTable", change: Evolution) -> "CatalogTable":
-        cat = catalog.Catalog(ref.warehouse, dict(ref.catalog_options))
-        try:
-            return cat.alter_table(handle.identifier, add_columns=list(change.add_columns),
-                                   alter_column_types=dict(change.widen))
-        except catalog.CatalogError as e:
-            raise IngestError(str(e)) from None
-
-
-def _widen_overflow(handle: "CatalogTable", found: Any, column: str, detail: str) -> Evolution:
-    """A number too large for its column (the record declares no types): widen to the type the record's value
-    suggests (int64 for an integer, double for a float column, decimal(38, s) for a decimal)."""
-    schema: pa.Schema = handle.schema.arrow_schema
-    if column not in schema.names:
-        return Evolution()
-    old = schema.field(column).type
-    new = pa.decimal128(38, old.scale) if pa.types.is_decimal(old) else (
-        pa.float64() if pa.types.is_floating(old) else pa.int64())
-    if column in handle.schema.primary_keys or not widens(old, new):
-        raise CdcSchemaError(f"table {handle.identifier!r}: {detail}; column {column!r} of type {old} cannot widen "
-                             f"to {new}" + (" (a primary-key column's type cannot change)"
-                                            if column in handle.schema.primary_keys else ""))
-    return Evolution(widen=((column, new),))
-
-
 def _kafka_properties(config: IngestConfig) -> dict[str, str]:
     """The Spark Kafka source's `kafka.*` options as client properties (security settings and the like)."""
     return {k[len("kafka."):]: v for k, v in config.kafka_options.items() if k.startswith("kafka.")}
 
 
-_PYTHON_ERROR = re.compile(r"^((?:\w+\.)*\w*(?:Error|Exception): .+)$", re.MULTILINE)
-
-
-def _decoder_error(failure: str) -> tuple[str | None, str]:
-    """The decoder's marker (BAD_RECORD, SCHEMA_CHANGE or None) and its message line out of Spark's exception text.
-    The text also holds the query's plan, whose decoder expressions hold both markers (before the message on
-    PySpark 4.1, after it on 4.2+): the message is the marker followed by a record's topic, partition and offset."""
-    found = _DECODER_MESSAGE.search(failure)
-    if found is None:
-        first = failure.strip().split("\n")[0]
-        head, traceback, rest = first.partition("Traceback (most recent call last)")
-        raised = _PYTHON_ERROR.findall(failure) if traceback else []   # a Python error: its exception line
-        return None, head + raised[-1] if raised else first
-    line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group("message"))
-    return found.group("marker"), line.rstrip(" .'\"")
-
-
-def _message(failure: str) -> str:
-    """The decoder's own message out of Spark's exception text (marker dropped), else Spark's first line."""
-    return _decoder_error(failure)[1]

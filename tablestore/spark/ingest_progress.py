@@ -25,6 +25,7 @@ class IngestProgress:
     event_to_commit_s: float | None = None
     bad_records: int = 0
     schema_changes: list[str] = field(default_factory=list)
+    truncates: int = 0
     elapsed_s: float = 0.0
     state: str = "resolve"
 
@@ -33,8 +34,9 @@ class IngestProgress:
         commit = "-" if self.last_commit_s is None else f"{self.last_commit_s:.2f} s"
         fresh = "" if self.event_to_commit_s is None else f", newest event {self.event_to_commit_s:.1f} s old"
         bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
+        truncated = f"  truncates applied {self.truncates}" if self.truncates else ""
         return (f"{self.table}: {self.events:,} events ({self.events_per_s:,.0f}/s)  lag {lag}  "
-                f"snapshots {self.snapshots}  last commit {commit}{fresh}{bad}")
+                f"snapshots {self.snapshots}  last commit {commit}{fresh}{bad}{truncated}")
 
 
 def _offsets(value: Any) -> Any:

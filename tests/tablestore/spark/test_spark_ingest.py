@@ -246,7 +246,7 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
     """Spark's exception text goes on with the query's plan, whose decoder expressions hold both markers: the
     message's own marker (the first) decides whether the job evolves the table or stops."""
     from tablestore.spark.cdc_decode import BAD_RECORD, SCHEMA_CHANGE
-    from tablestore.spark.ingest import _decoder_error
+    from tablestore.spark.ingest_evolve import decoder_error as _decoder_error
 
     plan = (f"\n=== Streaming Query ===\nProject [raise_error(concat({SCHEMA_CHANGE}: table shop.orders: schema change, "
             f"concat( in topic , __cdc_topic#291,  partition , cast(__cdc_partition#292 as string),  offset , ...)), "
