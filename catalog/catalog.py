@@ -102,6 +102,10 @@ class Catalog:
     def _db_path(self, name: str) -> str:
         return f"{self.root}/{check_name(name, 'database')}.db"
 
+    def database_path(self, name: str) -> str:
+        """The directory of database `name` (its tables' directories are in it)."""
+        return self._db_path(name)
+
     def database_exists(self, name: str) -> bool:
         return self.io.exists(f"{self._db_path(name)}/{DATABASE_MARKER}")
 

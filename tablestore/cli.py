@@ -207,6 +207,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return cli_ingest.run(args, UsageError)
 
 
+def cmd_ingest_database(args: argparse.Namespace) -> int:
+    from tablestore import cli_ingest
+
+    return cli_ingest.run_database(args, UsageError)
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from logstore import broker
 
@@ -302,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest_arguments(command("ingest", cmd_ingest, "keep a table up to date from a database's change stream in "
                              "Kafka (Debezium, canal, Maxwell or upsert JSON): a Spark streaming job, exactly once"))
+    from tablestore.cli_ingest import add_database_arguments
+
+    add_database_arguments(command("ingest-database", cmd_ingest_database, "keep every table of a source database "
+                                   "up to date from its change streams in Kafka: one Spark job, exactly once",
+                                   table=False))
     kafka = command("kafka", cmd_kafka, "development helper: the project's own single-node Kafka broker "
                     "(127.0.0.1), for the demo and the tests; not for production", table=False)
     kafka.add_argument("action", choices=("start", "stop", "status"))

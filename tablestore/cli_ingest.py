@@ -50,12 +50,27 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, help="the Kafka topic of the source table's changes")
+    _common_arguments(p)
+
+
+def add_database_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("database", help="the warehouse database the source's tables go to (created if missing)")
+    p.add_argument("--topic-pattern", required=True, metavar="REGEX",
+                   help="the Kafka topics of the source tables (Spark's subscribePattern; topics created later too)")
+    p.add_argument("--including", metavar="REGEX", help="only the source tables whose name matches")
+    p.add_argument("--excluding", metavar="REGEX", help="not the source tables whose name matches")
+    p.add_argument("--table-prefix", default="", metavar="P", help="put P before each table's name")
+    _common_arguments(p, database=True)
+
+
+def _common_arguments(p: argparse.ArgumentParser, database: bool = False) -> None:
     p.add_argument("--format", default="debezium-json", choices=FORMATS, help="the records' format (default: %(default)s)")
     p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the source's Kafka cluster")
     p.add_argument("--create", action="store_true",
-                   help="create the table (and its database) from the first record if it does not exist")
+                   help="create a table (and its database) from its first record if it does not exist")
     p.add_argument("--checkpoint", metavar="DIR",
-                   help="Spark checkpoint (default: <table dir>/checkpoint/ingest-<topic>: a restart resumes)")
+                   help="Spark checkpoint (default: " + ("<database dir>/_ingest/database-<hash of the pattern>"
+                        if database else "<table dir>/checkpoint/ingest-<topic>") + ": a restart resumes)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--available-now", action="store_true", help="read what the topic holds now, then exit 0")
     when.add_argument("--trigger-interval", type=trigger_interval, default="1s", metavar="DURATION",
@@ -94,6 +109,18 @@ def _printer(output: str, every_s: float) -> Callable[[Any], None]:
     return show
 
 
+def _database_summary(progress: Any) -> str:
+    lines = [f"ingested {progress.events:,} events into {len(progress.tables)} tables of {progress.database} as "
+             f"{progress.rows:,} changes in {progress.elapsed_s:.1f} s ({progress.batches} micro-batches)"]
+    lines += [f"  {name}: {events:,} events" for name, events in sorted(progress.tables.items())]
+    if progress.created:
+        lines.append(f"  created: {', '.join(progress.created)}")
+    if progress.bad_records:
+        lines.append(f"  bad records skipped: {progress.bad_records:,}")
+    lines += [f"  schema change: {change}" for change in progress.schema_changes]
+    return "\n".join(lines)
+
+
 def _summary(progress: Any) -> str:
     lines = [f"ingested {progress.events:,} events into {progress.table} as {progress.rows:,} changes in "
              f"{progress.elapsed_s:.1f} s: {progress.snapshots} snapshots"]
@@ -104,20 +131,78 @@ def _summary(progress: Any) -> str:
     return "\n".join(lines)
 
 
+def _settings(args: argparse.Namespace, usage_error: type[Exception]) -> tuple[str, dict[str, str], dict[str, str],
+                                                                              dict[str, str]]:
+    """The warehouse, table options, Kafka options and Spark settings the command was given."""
+    warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
+    if not warehouse:
+        raise usage_error(f"give --warehouse or set {WAREHOUSE_ENV}")
+    try:
+        return (warehouse, _pairs(args.table_option, "--table-option"), _pairs(args.kafka_option, "--kafka-option"),
+                _pairs(args.conf, "--conf"))
+    except argparse.ArgumentTypeError as e:
+        raise usage_error(str(e)) from None
+
+
+def run_database(args: argparse.Namespace, usage_error: type[Exception]) -> int:
+    """`tablestore ingest-database`; `usage_error` is the CLI's usage error class (exit 1)."""
+    import tablestore.spark
+    from tablestore.spark.ingest_database import DatabaseIngestConfig, DatabaseIngestJob
+
+    warehouse, table_options, kafka_options, conf = _settings(args, usage_error)
+    try:
+        re.compile(args.topic_pattern)
+        for flag in (args.including, args.excluding):
+            re.compile(flag or "")
+    except re.error as e:
+        raise usage_error(f"not a regular expression: {e}") from None
+    catalog_options = {"log.properties.bootstrap.servers": args.bootstrap_servers} if args.create else {}
+    config = DatabaseIngestConfig(
+        database=args.database, topic_pattern=args.topic_pattern, bootstrap_servers=args.bootstrap_servers,
+        warehouse=warehouse, format=args.format, create=args.create, including=args.including,
+        excluding=args.excluding, table_prefix=args.table_prefix, checkpoint=args.checkpoint,
+        available_now=args.available_now, trigger_interval=args.trigger_interval,
+        starting_offsets=args.starting_offsets, bad_records=args.bad_records, kafka_options=kafka_options,
+        table_options=table_options, catalog_options=catalog_options,
+        max_offsets_per_trigger=args.max_offsets_per_trigger)
+    spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest-database",
+                                     **conf)
+    spark.sparkContext.setLogLevel(args.spark_log_level)
+    job = DatabaseIngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
+    progress = _until_signalled(job, spark)
+    print(json.dumps({"summary": vars(progress)}, default=str) if args.output == "json"
+          else _database_summary(progress))
+    return 0
+
+
+def _until_signalled(job: Any, spark: Any) -> Any:
+    """`job.run()`, a first SIGINT/SIGTERM asking it to stop after the micro-batch in flight, a second at once."""
+    stops = [0]
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stops[0] += 1
+        if stops[0] == 1:
+            print(f"stopping after the micro-batch in flight ({signal.Signals(signum).name}; again to stop now)",
+                  file=sys.stderr, flush=True)
+            job.request_stop()
+        else:
+            raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return job.run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        spark.stop()
+
+
 def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """The command; `usage_error` is the CLI's usage error class (exit 1)."""
     import tablestore.spark
     from tablestore.spark.ingest import IngestConfig, IngestJob
 
-    warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
-    if not warehouse:
-        raise usage_error(f"give --warehouse or set {WAREHOUSE_ENV}")
-    try:
-        table_options = _pairs(args.table_option, "--table-option")
-        kafka_options = _pairs(args.kafka_option, "--kafka-option")
-        conf = _pairs(args.conf, "--conf")
-    except argparse.ArgumentTypeError as e:
-        raise usage_error(str(e)) from None
+    warehouse, table_options, kafka_options, conf = _settings(args, usage_error)
     if not args.create and not catalog.Catalog(warehouse).table_exists(args.table):   # before Spark starts
         raise catalog.TableNotFoundError(f"table {args.table!r} does not exist in {warehouse}: create it, or pass --create to "
                              "create it from the topic's first record")
@@ -133,24 +218,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest", **conf)
     spark.sparkContext.setLogLevel(args.spark_log_level)
     job = IngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
-    stops = [0]
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stops[0] += 1
-        if stops[0] == 1:
-            print(f"stopping after the micro-batch in flight ({signal.Signals(signum).name}; again to stop now)",
-                  file=sys.stderr, flush=True)
-            job.request_stop()
-        else:
-            raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        progress = job.run()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        spark.stop()
+    progress = _until_signalled(job, spark)
     if args.output == "json":
         print(json.dumps({"summary": vars(progress)}, default=str))
     else:

@@ -9,6 +9,8 @@
 - `read_cdc(spark, topic=..., bootstrap_servers=..., format="debezium-json", table="db.t")`: a database's change
   stream in Kafka (Debezium, canal, Maxwell or upsert JSON) as the table's changelog, decoded in the JVM
   (`session(kafka=True)` puts Spark's Kafka source on the classpath); `tablestore ingest` runs the whole job.
+- `ingest_database(spark, "shop", r"shop\.public\..*", bootstrap_servers, warehouse, create=True)`: every table of a
+  source database kept in a table of its own by one job (`tablestore ingest-database`).
 - `upsert_materialize(df, primary_key=[...], ...)`: the upsert materializer as a stateful operator in the job.
 - `local_session()`: a local SparkSession configured for it (RocksDB state store, the tablestore Spark jar).
 - `spark_sql_args(warehouse=...)`: `--jars`/`--conf` arguments for a `spark-sql`/`spark-submit` of your own with
@@ -18,12 +20,13 @@
 from tablestore.spark.cdc import read_cdc
 from tablestore.spark.datasource import read_changes
 from tablestore.spark.distribute import distribute_by_bucket
+from tablestore.spark.ingest_database import ingest_database
 from tablestore.spark.jar import jar_path
 from tablestore.spark.materialize import upsert_materialize
 from tablestore.spark.sink import materialize_for_sink
 from tablestore.spark.sessions import local_session, session
 from tablestore.spark.shell import spark_sql_args
 
-__all__ = ["distribute_by_bucket", "jar_path", "local_session", "materialize_for_sink", "read_cdc", "read_changes",
+__all__ = ["distribute_by_bucket", "ingest_database", "jar_path", "local_session", "materialize_for_sink", "read_cdc", "read_changes",
            "session",
            "spark_sql_args", "upsert_materialize"]

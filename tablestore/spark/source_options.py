@@ -76,6 +76,9 @@ OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("jvm-writer", ("write",), "false keeps a batch write on the Python writer"),
     SourceOption("sink.shuffle-by-bucket", ("write",),
                  "false: this batch write is not shuffled by bucket (default: the table's option)"),
+    SourceOption("txnappid", ("write",), "an idempotent write's application id (Delta's txnAppId; with txnVersion)"),
+    SourceOption("txnversion", ("write",), "an idempotent write's version: a version of the application id already "
+                 "committed is skipped (a foreachBatch batch that Spark runs again commits once)"),
     SourceOption("checkpointlocation", ("stream-write", "stream-read"), "Spark's: the streaming query's checkpoint"),
     SourceOption("queryname", ("stream-write", "stream-read"), "Spark's: the streaming query's name (queryName(...))"),
 )

@@ -1,0 +1,332 @@
+"""`tablestore ingest-database`: every table of a source database kept in a managed table of its own by one Spark
+Structured Streaming query (Paimon's "database sync", on Spark).
+
+    job = DatabaseIngestJob(spark, DatabaseIngestConfig(database="shop", topic_pattern=r"shop\\.public\\..*", ...))
+    progress = job.run()    # until `request_stop()` or, `available_now`, the end of what the topics held
+
+The query reads every topic matching the pattern (Spark's Kafka source with `subscribePattern`: a topic created
+later is read from its start at the next micro-batch) and hands each micro-batch to `_batch` (`foreachBatch`):
+1. the batch is cached, and one aggregation finds its source tables (the topic's last segment, or canal's and
+   Maxwell's `table` field: those topics carry several tables), their record counts and a sample record each;
+2. per source table (kept by `including` / `excluding`), named `<database>.<table prefix><source table>`: the table
+   is loaded, or created from its sample record (`create`), then its records are decoded (tablestore/spark/
+   cdc_decode.py, with the table's own schema) and written by one batch write of the `managed` source, an
+   *idempotent* one (`txnAppId` = the job's, from its checkpoint; `txnVersion` = batch id + 1): one snapshot per
+   table per micro-batch, and a micro-batch Spark runs again after a restart commits each table at most once, so
+   every table holds every change exactly once;
+3. a decoder error names a record: a schema change alters that table and writes it again (no restart of the
+   query: tablestore/spark/ingest_evolve.py); a TRUNCATE (`ingest.truncate` = `apply`) empties it, records the
+   barrier and writes it again (tablestore/spark/ingest_truncate.py); a bad record stops the job (`bad_records` =
+   `fail`), or is dropped and counted (`skip`).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+import catalog
+import logstore
+from catalog import INGEST_TRUNCATE
+from tablestore.cdc import FORMATS, KnownSchema, known_schema
+from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
+from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
+from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
+from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
+from tablestore.spark.source_options import TableRef
+from tablestore.spark.write import TXN_APP_ID, TXN_VERSION
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from catalog import CatalogTable
+
+log = logging.getLogger(__name__)
+
+ROUTE = "__cdc_table"
+_ROUTES = {
+    "debezium-json": r"element_at(split(topic, '\\.'), -1)",   # Debezium's topic: <prefix>.<schema>.<table>
+    "upsert-json": r"element_at(split(topic, '\\.'), -1)",
+    "canal-json": "get_json_object(CAST(value AS STRING), '$.table')",   # a canal topic carries several tables
+    "maxwell-json": "get_json_object(CAST(value AS STRING), '$.table')",
+}
+"""SQL: the source table of a Kafka record, per format."""
+
+
+@dataclass(frozen=True)
+class DatabaseIngestConfig:
+    database: str
+    topic_pattern: str
+    bootstrap_servers: str
+    warehouse: str
+    format: str = "debezium-json"
+    create: bool = False
+    including: str | None = None
+    excluding: str | None = None
+    table_prefix: str = ""
+    checkpoint: str | None = None
+    available_now: bool = False
+    trigger_interval: str = "1 second"
+    starting_offsets: str = "earliest"
+    bad_records: str = "fail"
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    table_options: Mapping[str, str] = field(default_factory=dict)
+    catalog_options: Mapping[str, str] = field(default_factory=dict)
+    max_offsets_per_trigger: int | None = None
+    poll_s: float = 1.0
+
+
+@dataclass
+class DatabaseIngestProgress:
+    """What the job reports while it runs (and its summary at the end)."""
+
+    database: str
+    batches: int = 0
+    events: int = 0
+    rows: int = 0
+    bad_records: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    """Per table: the events written into it."""
+    created: list[str] = field(default_factory=list)
+    schema_changes: list[str] = field(default_factory=list)
+    truncates: int = 0
+    last_batch_s: float | None = None
+    elapsed_s: float = 0.0
+    state: str = "resolve"
+
+    def line(self) -> str:
+        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
+        last = "-" if self.last_batch_s is None else f"{self.last_batch_s:.2f} s"
+        return (f"{self.database}: {self.events:,} events into {len(self.tables)} tables  micro-batches "
+                f"{self.batches}  last {last}{bad}")
+
+
+def _matches(pattern: str | None, name: str) -> bool:
+    return pattern is None or re.fullmatch(pattern, name) is not None
+
+
+class DatabaseIngestJob:
+    def __init__(self, spark: "SparkSession", config: DatabaseIngestConfig,
+                 on_progress: Any = None) -> None:
+        if config.format not in FORMATS:
+            raise IngestError(f"unknown CDC format {config.format!r}: use one of {', '.join(FORMATS)}")
+        self.spark = spark
+        self.config = config
+        self.on_progress = on_progress
+        self.progress = DatabaseIngestProgress(config.database)
+        self.checkpoint = config.checkpoint or default_checkpoint(config.warehouse, config.database,
+                                                                  config.topic_pattern, config.catalog_options)
+        self.app_id = "ingestdb-" + hashlib.sha1(self.checkpoint.encode()).hexdigest()[:16]
+        """The idempotent writes' application id: one per checkpoint, as Spark's query id is."""
+        self._stop = threading.Event()
+        self._query: "StreamingQuery | None" = None
+        self._handles: dict[str, "CatalogTable"] = {}
+        self._samples: dict[str, list[logstore.KafkaRecord]] = {}
+        self._known: dict[str, tuple[KnownSchema, ...]] = {}
+
+    def table_name(self, source_table: str) -> str:
+        return f"{self.config.database}.{self.config.table_prefix}{source_table}"
+
+    def _ref(self, name: str) -> TableRef:
+        options = tuple(sorted(("table-storage." + k if not k.startswith("table-storage.") else k, v)
+                               for k, v in self.config.catalog_options.items()))
+        return TableRef(self.config.warehouse, name, options)
+
+    def _properties(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.config.bootstrap_servers,
+                **{k[len("kafka."):]: v for k, v in self.config.kafka_options.items() if k.startswith("kafka.")}}
+
+    def request_stop(self) -> None:
+        """Stop after the micro-batch in flight (safe from a signal handler)."""
+        self._stop.set()
+
+    # -- the query -----------------------------------------------------------------------------------------------
+    def run(self) -> DatabaseIngestProgress:
+        from pyspark.errors import StreamingQueryException
+
+        c = self.config
+        started = time.monotonic()
+        raw = kafka_stream(self.spark, topic_pattern=c.topic_pattern, bootstrap_servers=c.bootstrap_servers,
+                           starting_offsets=c.starting_offsets, kafka_options=c.kafka_options,
+                           max_offsets_per_trigger=c.max_offsets_per_trigger)
+        writer = (raw.writeStream.foreachBatch(self._batch).option("checkpointLocation", self.checkpoint)
+                  .queryName(f"tablestore-ingest-database-{c.database}"))
+        writer = writer.trigger(availableNow=True) if c.available_now else writer.trigger(
+            processingTime=c.trigger_interval)
+        self.progress.state = "run"
+        query = self._query = writer.start()
+        log.info("ingest-database %s: query %s started on topics %s", c.database, query.id, c.topic_pattern)
+        try:
+            while not query.awaitTermination(c.poll_s):  # type: ignore[arg-type]  # seconds, fractional
+                self._report(started)
+                if self._stop.is_set():
+                    self.progress.state = "stop"
+                    while query.status.get("isTriggerActive"):
+                        time.sleep(0.1)
+                    query.stop()
+        except StreamingQueryException as e:
+            raise IngestError(decoder_error(str(e))[1]) from None
+        self.progress.state = "done"
+        self._report(started)
+        return self.progress
+
+    def _report(self, started: float) -> None:
+        self.progress.elapsed_s = time.monotonic() - started
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    # -- one micro-batch -------------------------------------------------------------------------------------
+    def _batch(self, df: "DataFrame", batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        began = time.monotonic()
+        routed = df.select("*", F.expr(_ROUTES[self.config.format]).alias(ROUTE)).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            sample = F.struct("topic", "partition", "offset", "key", "value")
+            found = routed.groupBy(ROUTE).agg(
+                F.count(F.lit(1)).alias("n"),
+                F.first(F.when(F.col("value").isNotNull(), sample), ignorenulls=True).alias("sample")).collect()
+            for row in sorted(found, key=lambda r: str(r[ROUTE])):
+                source = row[ROUTE]
+                if source is None or not _matches(self.config.including, source) or \
+                        (self.config.excluding is not None and _matches(self.config.excluding, source)):
+                    continue
+                record = None if row["sample"] is None else logstore.KafkaRecord(
+                    row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
+                    _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
+                rows = routed.filter(F.col(ROUTE) == source).drop(ROUTE)
+                written = self._write_table(source, record, rows, batch_id)
+                if written:
+                    name = self.table_name(source)
+                    self.progress.tables[name] = self.progress.tables.get(name, 0) + int(row["n"])
+                    self.progress.events += int(row["n"])
+        finally:
+            routed.unpersist()
+        self.progress.batches += 1
+        self.progress.last_batch_s = time.monotonic() - began
+
+    def _table(self, source: str, record: logstore.KafkaRecord | None) -> "CatalogTable | None":
+        """The table of `source`, created from `record` with `create`; None when there is nothing to create it from
+        (only tombstones or heartbeats so far)."""
+        name = self.table_name(source)
+        if name in self._handles:
+            return self._handles[name]
+        ref = self._ref(name)
+        cat = catalog.Catalog(ref.warehouse, dict(ref.catalog_options))
+        if cat.table_exists(name):
+            handle = cat.get_table(name)
+        elif not self.config.create:
+            raise IngestError(f"table {name!r} (source table {source!r}) does not exist in {self.config.warehouse}: "
+                              f"create it, or pass --create (create=True) to create it from its first record")
+        elif record is None:
+            return None
+        else:
+            handle = create_from_record(ref, record, self.config.format, self.config.table_options)
+            self.progress.created.append(name)
+            log.info("ingest-database %s: created %s from topic %s partition %s offset %s", self.config.database,
+                     name, record.topic, record.partition, record.offset)
+        self._handles[name] = handle
+        return handle
+
+    def _write_table(self, source: str, record: logstore.KafkaRecord | None, rows: "DataFrame",
+                     batch_id: int) -> bool:
+        """One idempotent write of `source`'s records of the micro-batch into its table; False when it has none."""
+        from pyspark.sql import Observation
+
+        handle = self._table(source, record)
+        if handle is None:
+            return False
+        name = handle.identifier
+        samples = self._samples.setdefault(name, [])
+        if record is not None and known_schema(record.value) not in {known_schema(s.value) for s in samples}:
+            samples.append(record)
+            self._known.pop(name, None)
+        while True:
+            if name not in self._known:
+                self._known[name] = known_schemas(handle, self.config.format, samples)
+            topic = record.topic if record is not None else source
+            spec = decode_spec(handle, self.config.format, self.config.bad_records, known=self._known[name],
+                               before_images=False, barrier=read_barrier(handle, topic))
+            observation = Observation(f"cdc-{name}-{batch_id}")
+            writer = (changes(rows, spec, observation).write.format("managed").mode("append")
+                      .option("warehouse", self.config.warehouse)
+                      .option(TXN_APP_ID, self.app_id).option(TXN_VERSION, str(batch_id + 1)))
+            for key, value in self.config.catalog_options.items():
+                writer = writer.option(key if key.startswith("table-storage.") else "table-storage." + key, value)
+            try:
+                writer.save(name)
+            except Exception as e:  # noqa: BLE001 - Spark's error text names the decoder's reason, or it is raised
+                handle = self._recover(handle, topic, str(e))
+                self._handles[name] = handle
+                self._known.pop(name, None)
+                continue
+            metrics = observation.get
+            self.progress.rows += int(metrics.get("rows") or 0)
+            if self.config.bad_records == "skip":
+                self.progress.bad_records += int(metrics.get("bad") or 0)
+            return True
+
+    def _recover(self, handle: "CatalogTable", topic: str, failure: str) -> "CatalogTable":
+        """After a failed write of `handle`'s records: the table altered for a schema change, or emptied for a
+        TRUNCATE, so that the write can run again; IngestError for anything else."""
+        marker, message = decoder_error(failure)
+        if marker == SCHEMA_CHANGE:
+            altered, change = evolve(self._ref(handle.identifier), handle, failure, self.config.format,
+                                     self._properties(), self._samples.setdefault(handle.identifier, []))
+            self.progress.schema_changes.append(f"{handle.identifier}: {change}")
+            return altered
+        barrier = barrier_of(failure) if marker == TRUNCATE else None
+        if barrier is not None and handle.options.get(INGEST_TRUNCATE) == "apply":
+            deleted = apply_truncate(handle, barrier.topic, barrier)
+            self.progress.truncates += 1
+            log.info("ingest-database %s: TRUNCATE of %s at topic %s partition %s offset %s: %s rows deleted",
+                     self.config.database, handle.identifier, barrier.topic, barrier.partition, barrier.offset,
+                     deleted)
+            return handle
+        raise IngestError(message)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def default_checkpoint(warehouse: str, database: str, topic_pattern: str,
+                       catalog_options: Mapping[str, str] | None = None) -> str:
+    """`<database dir>/_ingest/database-<hash of the pattern>`: the database's directory keeps the job's state (not
+    a table: it has no schema); on S3 an `s3a://` URL (Spark's JVM writes the checkpoint through S3A)."""
+    from tablestore.spark.s3a import jvm_url
+
+    cat = catalog.Catalog(warehouse, dict(catalog_options or {}))
+    digest = hashlib.sha1(topic_pattern.encode()).hexdigest()[:12]
+    return jvm_url(cat.io.object_store, f"{cat.database_path(database)}/_ingest/database-{digest}")
+
+
+def ingest_database(spark: "SparkSession", database: str, topic_pattern: str, bootstrap_servers: str,
+                    warehouse: str, *, format: str = "debezium-json", create: bool = False,
+                    including: str | None = None, excluding: str | None = None, table_prefix: str = "",
+                    checkpoint: str | None = None, available_now: bool = False, trigger_interval: str = "1 second",
+                    starting_offsets: str = "earliest", bad_records: str = "fail",
+                    kafka_options: Mapping[str, str] | None = None, table_options: Mapping[str, str] | None = None,
+                    max_offsets_per_trigger: int | None = None) -> DatabaseIngestProgress:
+    """Keep every table of a source database whose changes the topics matching `topic_pattern` carry in a table
+    `<database>.<table_prefix><source table>` of `warehouse`, with one Spark query (see the module docstring).
+    Blocks until the end of what the topics held with `available_now`, else until interrupted; the progress."""
+    config = DatabaseIngestConfig(
+        database=database, topic_pattern=topic_pattern, bootstrap_servers=bootstrap_servers, warehouse=warehouse,
+        format=format, create=create, including=including, excluding=excluding, table_prefix=table_prefix,
+        checkpoint=checkpoint, available_now=available_now, trigger_interval=trigger_interval,
+        starting_offsets=starting_offsets, bad_records=bad_records, kafka_options=dict(kafka_options or {}),
+        table_options=dict(table_options or {}), max_offsets_per_trigger=max_offsets_per_trigger)
+    job = DatabaseIngestJob(spark, config)
+    try:
+        return job.run()
+    except KeyboardInterrupt:
+        if job._query is not None:
+            job._query.stop()
+        return job.progress
