@@ -8,7 +8,7 @@ Exit codes (also in the README):
   0  success
   1  usage: unknown command or option, bad argument, no warehouse given
   2  the table or its data: not found, invalid definition or option, damaged files, bad input
-  3  the log store: Kafka unreachable or refusing (and `kafka status` when the broker is down)
+  3  the log store: Kafka unreachable or refusing; a development server failing, or its `status` when down
   4  a conflict with a concurrent writer: nothing was lost and nothing of this command was committed; retry it
 141  the reader of the output went away (`tablestore describe ... | head`): the output stops there, no message
 """
@@ -24,7 +24,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from catalog import CATALOG_OPTIONS_ENV, CatalogError, environment_catalog_options, is_catalog_option
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
-from tablestore import maintenance
+from tablestore import cli_devtools, maintenance
 from tablestore.catalog import Catalog
 from tablestore.cli_progress import progress_bar
 from tablestore.errors import TableStoreError
@@ -244,8 +244,7 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
 
 DEVELOPMENT_HELP = """development helpers (for the demo and the tests, not for production):
   kafka {start,stop,status} [--port PORT] [--dir DIR]   the project's own single-node Kafka broker
-
-"""
+""" + cli_devtools.HELP + "\n"
 EXIT_CODES_HELP = """exit codes:
   0  success
   1  usage: unknown command or option, bad argument, no warehouse given
@@ -324,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--dir", metavar="DIR",
                        help="the broker's state, logs and data (default: $TABLESTORE_KAFKA_DIR or "
                             ".cache/kafka-run in the repository); stop and status look there too")
+    cli_devtools.add_commands(command, _add_global_options, _emit)
     return parser
 
 
@@ -354,7 +354,7 @@ def _exit_code(error: BaseException) -> int | None:
 _ERROR_CODES: tuple[tuple[tuple[type[BaseException], ...], int], ...] = (
     ((UsageError,), EXIT_USAGE),
     ((ConflictError,), EXIT_CONFLICT),
-    ((LogStoreError,), EXIT_LOG),
+    ((LogStoreError, cli_devtools.DevServiceError), EXIT_LOG),
     ((TableStoreError, CatalogError, FileStoreError), EXIT_TABLE),
     ((OSError,), EXIT_TABLE),  # the warehouse itself: permissions, a full disk, an unreachable object store
 )
