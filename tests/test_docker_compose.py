@@ -14,8 +14,9 @@ from tablestore.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
-VERSION_TAG = re.compile(r"^v?\d+(\.\d+)+([-_][\w.-]+)?$")
-"""An exact release (`4.1.1`, `4.44`, `3.12.12-slim-bookworm`), not a moving name such as `latest` or `slim`."""
+VERSION_TAG = re.compile(r"^v?\d+(\.\d+)+(\.Final|[-_][\w.-]+)?$")
+"""An exact release (`4.1.1`, `4.44`, `3.12.12-slim-bookworm`, Debezium's `3.6.1.Final`), not a moving name such as
+`latest` or `slim`."""
 
 
 def services() -> dict[str, dict[str, Any]]:
@@ -70,7 +71,8 @@ def test_every_image_is_pinned_to_an_exact_tag() -> None:
 
 def test_the_pin_check_refuses_moving_tags() -> None:
     assert pinned("apache/kafka:4.1.1") and pinned("python:3.12.12-slim-bookworm") and pinned("x/y@sha256:ab")
-    for moving in ("apache/kafka", "apache/kafka:latest", "python:slim", "localhost:5000/kafka"):
+    assert pinned("quay.io/debezium/connect:3.6.1.Final")
+    for moving in ("apache/kafka", "apache/kafka:latest", "python:slim", "localhost:5000/kafka", "postgres:17"):
         assert not pinned(moving), moving
 
 
@@ -81,6 +83,27 @@ def test_the_services_the_demo_needs_are_there_and_wired() -> None:
     for name, service in found.items():
         needs = service.get("depends_on", [])
         assert set(needs) <= set(found), f"{name} depends on a service that is not there: {needs}"
+
+
+def test_the_cdc_services_are_the_development_helpers_as_containers() -> None:
+    """PostgreSQL with logical decoding and a Debezium Kafka Connect worker of the release scripts/connect/pom.xml
+    fetches, in distributed mode on the compose file's Kafka, on the host ports of `tablestore postgres|connect`."""
+    from tablestore.cdc import connect, postgres
+
+    found = services()
+    pg, worker = found["postgres"], found["connect"]
+    assert pg["image"].startswith("postgres:") and "wal_level=logical" in pg["command"]
+    assert pg["ports"] == [f"127.0.0.1:{postgres.DEFAULT_PORT}:5432"]
+    pom = (ROOT / "scripts" / "connect" / "pom.xml").read_text()
+    versions = dict(re.findall(r"<(kafka|debezium)\.version>([^<]+)<", pom))
+    assert worker["image"] == f"quay.io/debezium/connect:{versions['debezium']}"
+    assert found["kafka"]["image"] == f"apache/kafka:{versions['kafka']}"   # the worker's Kafka is the broker's
+    env = worker["environment"]
+    assert f"//{env['BOOTSTRAP_SERVERS']}" in found["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    topics = {env[k] for k in ("CONFIG_STORAGE_TOPIC", "OFFSET_STORAGE_TOPIC", "STATUS_STORAGE_TOPIC")}
+    assert env["GROUP_ID"] and len(topics) == 3   # distributed mode: connectors survive a restart
+    assert worker["ports"] == [f"127.0.0.1:{connect.DEFAULT_PORT}:8083"]
+    assert set(worker["depends_on"]) == {"kafka", "postgres"}
 
 
 def test_host_ports_are_published_on_loopback_only() -> None:
