@@ -9,7 +9,7 @@ Arrow -> Avro types (nullable columns become ``["null", T]`` with default null):
     bool -> boolean; int8/16/32, uint8/16 -> int; int64, uint32 -> long; float32 -> float; float64 -> double;
     decimal(p, s) -> bytes/decimal(p, s); string -> string; binary -> bytes; date32 -> int/date;
     timestamp s|ms -> long/timestamp-millis, us -> long/timestamp-micros, ns -> long/timestamp-nanos
-    (``local-`` variants for timestamps without time zone).
+    (``local-`` variants for timestamps without time zone); list<T> -> array of (nullable) T.
 """
 from __future__ import annotations
 
@@ -56,6 +56,9 @@ def avro_type(dtype: pa.DataType) -> Any:
         unit = {"s": "millis", "ms": "millis", "us": "micros", "ns": "nanos"}[dtype.unit]
         local = "" if dtype.tz is not None else "local-"
         return {"type": "long", "logicalType": f"{local}timestamp-{unit}"}
+    if t.is_list(dtype):
+        item = avro_type(dtype.value_type)
+        return {"type": "array", "items": ["null", item] if dtype.value_field.nullable else item}
     raise LogFormatError(f"Avro has no type for {dtype}")
 
 

@@ -48,6 +48,8 @@ def connect_type(dtype: pa.DataType) -> dict[str, Any]:
         return {"type": "double", "parameters": {"scale": str(dtype.scale), "precision": str(dtype.precision)}}
     if t.is_binary(dtype) or t.is_large_binary(dtype):
         return {"type": "bytes"}
+    if pa.types.is_list(dtype):
+        return {"type": "array", "items": {**connect_type(dtype.value_type), "optional": dtype.value_field.nullable}}
     return {"type": "string"}
 
 

@@ -7,6 +7,7 @@ On the wire (never change without a new format name):
 - bool -> true/false; integers -> numbers; floats -> numbers, non-finite as the strings "NaN",
   "Infinity", "-Infinity"; decimals -> exact JSON numbers (as Flink's JSON format writes them).
 - string -> JSON string; binary -> base64 string (Kafka Connect's JsonConverter convention).
+- list -> JSON array of its items, each as above (PostgreSQL's arrays).
 - date -> "yyyy-MM-dd"; timestamp -> "yyyy-MM-dd HH:mm:ss[.fff...]" (``SQL``, Flink's default) or with a
   ``T`` (``ISO-8601``), the fraction having the column's precision; timestamps with a time zone are written
   in UTC with a trailing ``Z``.
@@ -49,8 +50,10 @@ class ColumnError(Exception):
 
 
 def is_supported(dtype: pa.DataType) -> bool:
-    """The column types the log formats carry."""
+    """The column types the log formats carry: scalars, and lists of them (PostgreSQL's arrays)."""
     t = pa.types
+    if t.is_list(dtype):
+        return not t.is_list(dtype.value_type) and is_supported(dtype.value_type)
     return bool(
         t.is_boolean(dtype) or t.is_signed_integer(dtype)
         or (t.is_unsigned_integer(dtype) and dtype.bit_width <= 32)
@@ -97,6 +100,13 @@ def json_fragments(arr: pa.Array, standard: TimestampStandard = "SQL") -> pa.Arr
         if standard != "SQL":
             text = pc.replace_substring(text, " ", "T", max_replacements=1)
         out = _quote(pc.binary_join_element_wise(text, "Z", "") if dtype.tz is not None else text)
+    elif t.is_list(dtype):   # each list's items as fragments, joined per list: JSON arrays, no row loop
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        start, end = (arr.offsets[0].as_py(), arr.offsets[-1].as_py()) if len(arr) else (0, 0)
+        items = json_fragments(arr.values.slice(start, end - start), standard)   # a slice's own items
+        offsets = pc.subtract(arr.offsets, pa.scalar(start, arr.offsets.type))
+        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, items, mask=arr.is_null()), ",")
+        out = pc.binary_join_element_wise("[", joined, "]", "")
     else:
         raise LogFormatError(f"cannot encode a column of type {dtype} as JSON")
     return pc.fill_null(out, "null")

@@ -150,4 +150,4 @@ def test_log_format_must_carry_the_new_column(tmp_path: Path) -> None:
                                                    "log.topic": "t", "log.properties.bootstrap.servers": "127.0.0.1:1"})
     (path / "schema-0").write_text(stored.to_json())   # no topic needed: the check happens before any Kafka call
     with pytest.raises(SchemaEvolutionError, match="not supported by the log formats: l"):
-        cat.alter_table("db.a", add_columns=[pa.field("l", pa.list_(pa.int64()))])
+        cat.alter_table("db.a", add_columns=[pa.field("l", pa.struct([("a", pa.int64())]))])

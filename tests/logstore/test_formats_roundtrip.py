@@ -28,6 +28,8 @@ SCHEMA = pa.schema([
     pa.field("ts", pa.timestamp("us")),
     pa.field("ts_ms_utc", pa.timestamp("ms", "UTC")),
     pa.field("ts_ns", pa.timestamp("ns")),
+    pa.field("ints", pa.list_(pa.int32())),
+    pa.field("tags", pa.list_(pa.string())),
 ])
 PK = ["id"]
 UTC = dt.timezone.utc
@@ -52,6 +54,8 @@ rows = st.fixed_dictionaries({
     "ts": _opt(_naive),
     "ts_ms_utc": _opt(_naive.map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000, tzinfo=UTC))),
     "ts_ns": _opt(st.integers(-(2**62), 2**62)),  # nanoseconds since the epoch
+    "ints": _opt(st.lists(_opt(st.integers(-(2**31), 2**31 - 1)), max_size=4)),   # PostgreSQL's int[]
+    "tags": _opt(st.lists(_opt(st.text(max_size=8)), max_size=4)),
 })
 changes = st.lists(st.tuples(st.sampled_from(list(RowKind)), rows), max_size=12)
 
