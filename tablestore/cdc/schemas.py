@@ -256,6 +256,69 @@ def record_schema(format: str, key: bytes | str | None, value: bytes | str | Non
     raise CdcSchemaError(f"unknown CDC format {format!r}: use one of {', '.join(FORMATS)}")
 
 
+# -- source tables -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """The source table a change record names: canal's and Maxwell's `database` and `table`; Debezium's `source.db`,
+    `source.schema` (PostgreSQL, SQL Server) and `source.table`. (upsert-json names none: its topic is its table.)
+
+    A name (`tablestore ingest --source-table`) is `table`, `database.table` (or `schema.table`) or
+    `database.schema.table`, matched exactly (`matches`); tablestore/spark/cdc_formats.py writes the same rule in
+    Spark SQL for the decoder."""
+
+    database: str | None
+    schema: str | None
+    table: str
+
+    @property
+    def name(self) -> str:
+        """`database.table`: how canal and Maxwell name it (and `--source-table` takes it)."""
+        return self.table if self.database is None else f"{self.database}.{self.table}"
+
+    def matches(self, name: str) -> bool:
+        """Whether `name` names this table: `table`; `q.table` where q is its database or its schema;
+        `database.schema.table`."""
+        parts = source_table_parts(name)
+        if len(parts) == 1:
+            return self.table == parts[0]
+        if len(parts) == 2:
+            return self.table == parts[1] and parts[0] in (self.database, self.schema)
+        return (self.database, self.schema, self.table) == parts
+
+
+def source_table_parts(name: str) -> tuple[str, ...]:
+    """`name` (`table`, `database.table`, `database.schema.table`) split into its parts; CdcSchemaError otherwise."""
+    parts = tuple(name.split("."))
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise CdcSchemaError(f"source table {name!r}: give table, database.table (or schema.table) or "
+                             f"database.schema.table")
+    return parts
+
+
+def record_source(format: str, value: bytes | str | None) -> SourceTable | None:
+    """The source table the record (its Kafka value, as on the wire) names; None when it names none (a tombstone,
+    upsert-json, a record that is not JSON)."""
+    v = _json(value)
+    if not isinstance(v, dict):
+        return None
+    if format == "debezium-json":
+        payload = v["payload"] if isinstance(v.get("payload"), dict) else v
+        source = payload.get("source")
+        v = source if isinstance(source, dict) else {}
+        database, schema = v.get("db"), v.get("schema")
+    elif format in ("canal-json", "maxwell-json"):
+        database, schema = v.get("database"), None
+    else:
+        return None
+    table = v.get("table")
+    if not isinstance(table, str):
+        return None
+    return SourceTable(database if isinstance(database, str) else None, schema if isinstance(schema, str) else None,
+                       table)
+
+
 # -- evolution ---------------------------------------------------------------------------------------------------
 
 

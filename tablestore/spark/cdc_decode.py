@@ -15,7 +15,13 @@ The plan, per Kafka record (columns `key`, `value`, `topic`, `partition`, `offse
    large for its column, is a schema change (`SCHEMA_CHANGE` in the reason): the job stops there, and
    `tablestore ingest` evolves the table and resumes (tablestore/spark/ingest.py).
 `changes()` then applies the bad-record policy: `fail` raises (`raise_error`: the micro-batch fails, nothing of it
-is committed) naming topic, partition, offset and reason; `skip` drops and counts them (observed metrics).
+is committed) naming topic, partition, offset and reason; `skip` drops the row images with an error and counts each
+bad record once, by its first row image (observed metrics; `rows` counts only the changes passed on). A record
+whose first image reads but a later one does not (one bad row of a canal batch, an unreadable value in an update's
+after image only) loses that image alone and is not counted: the images of a record are rows of their own here,
+and nothing joins them again without a shuffle.
+With `DecodeSpec.source_table`, a record naming another source table gives no rows at all (no error: never a bad
+record, never a schema change).
 
 Without the wrapper a numeric timestamp's unit is unknown: below 10^14 it is read as epoch ms, below 10^17 as µs,
 else as ns (exact for every instant after 1973). A decimal sent as a JSON number (Maxwell, upsert-json, Debezium's
@@ -30,8 +36,8 @@ import pyarrow as pa
 
 from logstore import ROW_KIND_COLUMN
 from tablestore.cdc.schemas import DECIMAL, FORMATS, TIME_UNITS, TIMESTAMP_UNITS, VARIABLE_SCALE_DECIMAL
-from tablestore.spark.cdc_formats import (NO_DECLARED, PLANS, ROWMAP, SCHEMA_CHANGE, TRUNCATE, BadRecords, DecodeSpec,
-                                          ident, lit)
+from tablestore.spark.cdc_formats import (NO_DECLARED, NO_KINDS, PLANS, ROWMAP, SCHEMA_CHANGE, TRUNCATE, BadRecords,
+                                          DecodeSpec, ident, lit, other_table)
 from tablestore.spark.types import spark_type
 
 if TYPE_CHECKING:
@@ -40,9 +46,12 @@ if TYPE_CHECKING:
 BAD_RECORD = "TABLESTORE_CDC_BAD_RECORD"
 """Opens a bad record's error message (`SCHEMA_CHANGE`, from cdc_formats, a schema change's)."""
 TS, ERROR, TOPIC, PARTITION, OFFSET = "__cdc_ts_ms", "__cdc_error", "__cdc_topic", "__cdc_partition", "__cdc_offset"
-META_COLUMNS = (TS, ERROR, TOPIC, PARTITION, OFFSET)
+FIRST = "__cdc_first"
+"""True on the first row image of its record (a record's first data row, first kind): a record counts once."""
+META_COLUMNS = (TS, ERROR, TOPIC, PARTITION, OFFSET, FIRST)
 OBSERVATION = "tablestore_cdc"
-"""Observed metrics of a decoded stream: rows, bad (records skipped), max_ts_ms (the newest event's time)."""
+"""Observed metrics of a decoded stream: rows (the changes it passes on: row images without an error), bad (the bad
+records skipped, each once, by its first row image), max_ts_ms (the newest event's time)."""
 CDC_FUNCTIONS = "tablestore.spark.jvm.cdc.CdcFunctions"
 
 
@@ -124,19 +133,23 @@ def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
     for step in plan.pre:
         df = df.select("*", *[F.expr(sql).alias(name) for name, sql in step])
     declared = plan.declared if any(_needs_declared(f.type) for f in spec.schema) else NO_DECLARED
-    items = [F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), {plan.items})").alias("items")] \
-        if plan.items is not None else []
-    df = df.select("*", F.expr(plan.error).alias("rerr")).select(
+    items = [F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), IF(other, array(), {plan.items}))")
+             .alias("items")] if plan.items is not None else []
+    df = df.select("*", F.expr(other_table(spec, plan)).alias("other"))   # another source table's: no rows
+    df = df.select("*", F.expr(f"IF(other, NULL, {plan.error})").alias("rerr")).select(
         TOPIC, PARTITION, OFFSET, "rerr", F.expr(declared).alias("decl"), F.expr(plan.ts).cast("bigint").alias(TS),
-        F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS STRING)), {plan.kinds})").alias("kinds"),
-        *[F.expr(sql).alias(name) for name, sql in plan.carry], *items)
+        F.expr(f"IF(rerr IS NOT NULL, array(CAST(NULL AS STRING)), IF(other, {NO_KINDS}, {plan.kinds}))")
+        .alias("kinds"), *[F.expr(sql).alias(name) for name, sql in plan.carry], *items)
     carried = [name for name, _ in plan.carry]
     head = [TOPIC, PARTITION, OFFSET, "rerr", "decl", TS, *carried]
+    first = "j = 0"
     if plan.items is not None:
         df = df.select(*head, "kinds", F.posexplode("items").alias("i", "d"))
         head += ["i", "d"]
-    df = df.select(*head, F.explode("kinds").alias("k"))
-    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, F.expr(plan.row).alias("img"),
+        first = "i = 0 AND j = 0"
+    df = df.select(*head, F.posexplode("kinds").alias("j", "k"))
+    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, F.expr(first).alias(FIRST),
+                   F.expr(plan.row).alias("img"),
                    F.expr(plan.over or f"CAST(NULL AS {ROWMAP})").alias("ovr"),
                    F.expr(plan.struct_row or "CAST(NULL AS STRING)").alias("srow"))
     def text(f: pa.Field) -> str:
@@ -145,13 +158,13 @@ def decode(raw: "DataFrame", spec: DecodeSpec) -> "DataFrame":
         return f"IF(srow IS NOT NULL, srow.{ident(f.name)}, {from_map})" if plan.struct_row else from_map
 
     texts = [F.expr(text(f)).alias(f"t{i}") for i, f in enumerate(spec.schema)]
-    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, *texts)
+    df = df.select("k", "rerr", "decl", TS, TOPIC, PARTITION, OFFSET, FIRST, *texts)
     df = df.select("*", *[F.expr(_convert(f"t{i}", f, f"decl[{lit(f.name)}]")).alias(f"v{i}")
                           for i, f in enumerate(spec.schema)])
     problems = " ".join(_problems(i, f, spec.primary_key) for i, f in enumerate(spec.schema))
     return df.select(
         F.col("k").alias(ROW_KIND_COLUMN), *[F.col(f"v{i}").alias(f.name) for i, f in enumerate(spec.schema)],
-        TS, F.expr(f"coalesce(rerr, CASE {problems} END)").alias(ERROR), TOPIC, PARTITION, OFFSET)
+        TS, F.expr(f"coalesce(rerr, CASE {problems} END)").alias(ERROR), TOPIC, PARTITION, OFFSET, FIRST)
 
 
 def once(sql: str) -> str:
@@ -190,8 +203,8 @@ def _needs_declared(type_: pa.DataType) -> bool:
 def changes(raw: "DataFrame", spec: DecodeSpec, observation: Any = None) -> "DataFrame":
     """`raw` Kafka rows as a changelog of `spec.table`: `_row_kind` + its columns, with the bad-record policy
     applied (`fail`: the first bad record fails its micro-batch, naming topic, partition, offset and reason;
-    `skip`: dropped, counted in the observed metric `bad` of `OBSERVATION`), a schema change always failing
-    (message opened by `SCHEMA_CHANGE`)."""
+    `skip`: dropped, each record counted once in the observed metric `bad` of `OBSERVATION`), a schema change
+    always failing (message opened by `SCHEMA_CHANGE`). The metric `rows` counts the changes it passes on."""
     from pyspark.sql import functions as F
 
     decoded = decode(raw, spec)
@@ -211,6 +224,6 @@ def changes(raw: "DataFrame", spec: DecodeSpec, observation: Any = None) -> "Dat
                       .when(is_truncate, raise_truncate.cast("boolean")))
     keep = keep.when(F.lit(spec.bad_records == "fail"), raise_bad.cast("boolean")).otherwise(F.lit(False))
     observed = decoded.observe(   # `observation`: a pyspark Observation (a batch query's), else named for the stream
-        OBSERVATION if observation is None else observation, F.count(F.lit(1)).alias("rows"),
-        F.count(F.when(F.col(ERROR).isNotNull(), 1)).alias("bad"), F.max(TS).alias("max_ts_ms"))
+        OBSERVATION if observation is None else observation, F.count(F.when(F.col(ERROR).isNull(), 1)).alias("rows"),
+        F.count(F.when(F.col(ERROR).isNotNull() & F.col(FIRST), 1)).alias("bad"), F.max(TS).alias("max_ts_ms"))
     return observed.filter(keep).select(ROW_KIND_COLUMN, *spec.schema.names)

@@ -9,6 +9,8 @@ row image a `map<string,string>` of raw JSON texts):
   its position into `i`, `d` first;
 - `error`: why the record is not a change of its format (null: it is); a reason opened by `SCHEMA_CHANGE` says the
   record has columns (or declared types) the table does not have;
+- `source` (with `DecodeSpec.source_table`): the record's database, schema and table; a record naming another
+  table than `source_table` has no error and no kinds (`other_table`: never a bad record nor a schema change);
 - `kinds`: the row kinds it yields (empty: a tombstone, a DDL event), exploded into `k`;
 - `row`, `over`: the image of kind `k` (`over`'s fields win: canal's and Maxwell's `old` values in a -U, an
   upsert value over its key); `ts`: the event's time in ms.
@@ -17,7 +19,7 @@ row image a `map<string,string>` of raw JSON texts):
 |---|---|---|---|---|
 | debezium-json | op c, r (after) | op u: before, after (before null: +U only, an upsert) | op d (before) | tombstone |
 | upsert-json | | value: +U | tombstone: -D of the key | |
-| canal-json | INSERT data[i] | UPDATE: data[i] with old[i] over it, data[i] | DELETE data[i] | isDdl, DDL types |
+| canal-json | INSERT, INIT data[i] | UPDATE: data[i] with old[i] over it, data[i] | DELETE data[i] | isDdl, DDL types |
 | maxwell-json | insert, bootstrap-insert | update: data with old over it, data | delete | bootstrap-start/complete, DDL |
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from tablestore.cdc.schemas import CONNECT_TYPES, PAYLOAD_MARK, KnownSchema, Signature, fits
+from tablestore.cdc.schemas import CONNECT_TYPES, PAYLOAD_MARK, KnownSchema, Signature, fits, source_table_parts
 
 SCHEMA_CHANGE = "TABLESTORE_CDC_SCHEMA_CHANGE"
 TRUNCATE = "TABLESTORE_CDC_TRUNCATE"
@@ -35,6 +37,11 @@ TRUNCATE = "TABLESTORE_CDC_TRUNCATE"
 applies it and restarts past it; `fail`)."""
 ROWMAP = "MAP<STRING,STRING>"
 NO_KINDS = "CAST(array() AS ARRAY<STRING>)"
+NO_NAME = "CAST(NULL AS STRING)"
+NO_REPLICA_IDENTITY = ("op 'd' without 'before': the source table has no replica identity (PostgreSQL: ALTER TABLE "
+                       "... REPLICA IDENTITY FULL, or give the table a primary key)")
+"""A Debezium delete with neither image: PostgreSQL's for a table whose replica identity is NOTHING (or DEFAULT
+without a primary key)."""
 
 
 def lit(text: str) -> str:
@@ -85,6 +92,10 @@ class DecodeSpec:
     error naming the record and its LSN (the ingest job applies it: tablestore/spark/ingest.py)."""
     barrier: TruncateBarrier | None = None
     """The last TRUNCATE applied: records at or before it give no rows."""
+    source_table: str | None = None
+    """The source table whose records are the table's (`table`, `database.table` or `schema.table`,
+    `database.schema.table`: tablestore.cdc.schemas.SourceTable); a record naming another gives no rows. None: every
+    record (upsert-json records name no table: it must be None)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,26 @@ class Plan:
     carry: tuple[tuple[str, str], ...] = ()
     """Columns (name, SQL of the parsed record) that `row`, `over` and `items` use: only these are carried through
     the explode (copying the whole parsed record into each row is the dearest thing a decoder can do)."""
+    source: tuple[str, str, str] | None = None
+    """SQL: the source database, schema and table the record names (null: none); None: the format names none."""
+
+
+def other_table(spec: DecodeSpec, plan: Plan) -> str:
+    """SQL: the record names a source table that is not `spec.source_table` (SourceTable.matches' rule: `table`;
+    `q.table` where q is the database or the schema; `database.schema.table`). A record naming none is the table's."""
+    if spec.source_table is None:
+        return "false"
+    if plan.source is None:
+        raise ValueError(f"{spec.format} records name no source table: decode them without one")
+    database, schema, table = plan.source
+    parts = [lit(p) for p in source_table_parts(spec.source_table)]
+    if len(parts) == 1:
+        match = f"{table} = {parts[0]}"
+    elif len(parts) == 2:
+        match = f"{table} = {parts[1]} AND ({database} <=> {parts[0]} OR {schema} <=> {parts[0]})"
+    else:
+        match = f"{database} <=> {parts[0]} AND {schema} <=> {parts[1]} AND {table} = {parts[2]}"
+    return f"({table} IS NOT NULL AND NOT ({match}))"
 
 
 def _within(items: str, allowed: list[str]) -> str:
@@ -200,11 +231,15 @@ def debezium(spec: DecodeSpec) -> Plan:
     payload costs), and its declared types are constants. A record whose parsed schema is a known one's skips the
     field-by-field check. Any other record is parsed whole and checked field by field."""
     schema, known = spec.schema, spec.known
-    images = f"before {ROWMAP}, after {ROWMAP}, op STRING, ts_ms BIGINT, source STRUCT<lsn BIGINT>"
+    routed = spec.source_table is not None   # the source's names parsed only where they are looked at
+    names = ", db STRING, `schema` STRING, `table` STRING" if routed else ""
+    images = f"before {ROWMAP}, after {ROWMAP}, op STRING, ts_ms BIGINT, source STRUCT<lsn BIGINT{names}>"
     fields = "fields ARRAY<STRUCT<field STRING, type STRING, name STRING, parameters STRUCT<scale STRING>>>"
     envelope = f"STRUCT<schema STRUCT<fields ARRAY<STRUCT<field STRING, {fields}>>>, payload STRUCT<{images}>, {images}>"
     row = "STRUCT<" + ", ".join(f"{ident(n)}: STRING" for n in schema.names) + ">"
-    fast_payload = f"STRUCT<before: {row}, after: {row}, op: STRING, ts_ms: BIGINT, source: STRUCT<lsn: BIGINT>>"
+    fast_names = ", db: STRING, `schema`: STRING, `table`: STRING" if routed else ""
+    fast_payload = (f"STRUCT<before: {row}, after: {row}, op: STRING, ts_ms: BIGINT, "
+                    f"source: STRUCT<lsn: BIGINT{fast_names}>>")
     text = "CAST(value AS STRING)"
     heads = [(i + 1, (k.head + PAYLOAD_MARK).encode()) for i, k in enumerate(known) if k.head]
     fast = (f"CASE {' '.join(f'WHEN startswith(value, X{lit(h.hex())}) THEN {i}' for i, h in heads)} ELSE 0 END"
@@ -220,7 +255,8 @@ def debezium(spec: DecodeSpec) -> Plan:
     by_signature = " ".join(f"WHEN sig = {_signature_sql(k.signature)} THEN {i + 1}" for i, k in enumerate(known))
     pre = ((("p", f"IF(fast > 0, NULL, {payload})"), ("sig", f"IF(fast > 0, NULL, {DECLARED})")),
            (("known", f"CASE WHEN fast > 0 THEN fast {by_signature} ELSE 0 END"),
-            ("op", "IF(fast > 0, f.op, p.op)"), ("lsn", "IF(fast > 0, f.source.lsn, p.source.lsn)"),
+            ("op", "IF(fast > 0, f.op, p.op)"), ("src", "IF(fast > 0, f.source, p.source)"),
+            ("lsn", "IF(fast > 0, f.source.lsn, p.source.lsn)"),
             ("has_before", "IF(fast > 0, f.before IS NOT NULL, p.before IS NOT NULL)"),
             ("has_after", "IF(fast > 0, f.after IS NOT NULL, p.after IS NOT NULL)")))
     taken = [f"{f.name}:{t}" for f in schema for t in connect_types_taken(f.type)]
@@ -238,6 +274,7 @@ def debezium(spec: DecodeSpec) -> Plan:
       WHEN {passed} THEN NULL
       WHEN op = 't' THEN {truncate}
       WHEN op IN ('c', 'r', 'u') AND NOT has_after THEN concat('op ', op, ' without ''after''')
+      WHEN op = 'd' AND NOT has_before AND NOT has_after THEN {lit(NO_REPLICA_IDENTITY)}
       WHEN op = 'd' AND NOT has_before THEN 'op ''d'' without ''before'''
       WHEN op NOT IN ('c', 'r', 'u', 'd') THEN concat('unsupported op ', op)
       WHEN known > 0 THEN NULL
@@ -261,7 +298,8 @@ def debezium(spec: DecodeSpec) -> Plan:
     return Plan(envelope, error, kinds, row="IF(k IN ('-U', '-D'), before, after)",
                 ts="IF(fast > 0, f.ts_ms, p.ts_ms)", parse=parse, pre=pre, declared=declared,
                 carry=(("before", "p.before"), ("after", "p.after"), ("fb", "f.before"), ("fa", "f.after")),
-                struct_row="IF(k IN ('-U', '-D'), fb, fa)")
+                struct_row="IF(k IN ('-U', '-D'), fb, fa)",
+                source=("src.db", "src.`schema`", "src.`table`") if routed else None)
 
 
 def upsert(spec: DecodeSpec) -> Plan:
@@ -282,31 +320,32 @@ def upsert(spec: DecodeSpec) -> Plan:
 
 def canal(spec: DecodeSpec) -> Plan:
     schema = spec.schema
-    envelope = f"STRUCT<data ARRAY<{ROWMAP}>, old ARRAY<{ROWMAP}>, type STRING, es BIGINT, ts BIGINT, isDdl BOOLEAN>"
+    envelope = (f"STRUCT<data ARRAY<{ROWMAP}>, old ARRAY<{ROWMAP}>, type STRING, es BIGINT, ts BIGINT, isDdl BOOLEAN, "
+                f"`database` STRING, `table` STRING>")
     ddl = "('CREATE', 'ALTER', 'ERASE', 'QUERY', 'TRUNCATE', 'RENAME', 'CINDEX', 'DINDEX')"
     skipped = f"tomb OR coalesce(e.isDdl, false) OR e.type IN {ddl}"
     error = f"""CASE
       WHEN {skipped} THEN NULL
       WHEN e.type IS NULL THEN 'not a canal-json change (no ''type'')'
-      WHEN e.type NOT IN ('INSERT', 'UPDATE', 'DELETE') THEN concat('unsupported type ', e.type)
+      WHEN e.type NOT IN ('INSERT', 'INIT', 'UPDATE', 'DELETE') THEN concat('unsupported type ', e.type)
       WHEN e.data IS NULL THEN concat(e.type, ' without ''data''')
       WHEN NOT forall(e.data, d -> {_known(schema.names, 'map_keys(d)')})
         THEN {_change("it has columns the table does not have")}
     END"""
     kinds = f"""CASE
       WHEN {skipped} THEN {NO_KINDS}
-      WHEN e.type = 'INSERT' THEN array('+I')
+      WHEN e.type IN ('INSERT', 'INIT') THEN array('+I')
       WHEN e.type = 'UPDATE' THEN array('-U', '+U')
       ELSE array('-D')
     END"""
     return Plan(envelope, error, kinds, row="d", over="IF(k = '-U', get(old, i), NULL)", ts="coalesce(e.es, e.ts)",
                 carry=(("old", "e.old"),),
-                items=f"IF({skipped}, array(), e.data)")
+                items=f"IF({skipped}, array(), e.data)", source=("e.`database`", NO_NAME, "e.`table`"))
 
 
 def maxwell(spec: DecodeSpec) -> Plan:
     schema = spec.schema
-    envelope = f"STRUCT<data {ROWMAP}, old {ROWMAP}, type STRING, ts BIGINT>"
+    envelope = f"STRUCT<data {ROWMAP}, old {ROWMAP}, type STRING, ts BIGINT, `database` STRING, `table` STRING>"
     skipped = ("tomb OR e.type IN ('bootstrap-start', 'bootstrap-complete') OR e.type LIKE '%-create' "
                "OR e.type LIKE '%-alter' OR e.type LIKE '%-drop'")
     error = f"""CASE
@@ -324,7 +363,7 @@ def maxwell(spec: DecodeSpec) -> Plan:
       ELSE array('-D')
     END"""
     return Plan(envelope, error, kinds, row="data", over="IF(k = '-U', old, NULL)", ts="e.ts * 1000",
-                carry=(("data", "e.data"), ("old", "e.old")))
+                carry=(("data", "e.data"), ("old", "e.old")), source=("e.`database`", NO_NAME, "e.`table`"))
 
 
 PLANS = {"debezium-json": debezium, "upsert-json": upsert, "canal-json": canal, "maxwell-json": maxwell}

@@ -209,6 +209,10 @@ def test_the_known_schema_fast_path_decodes_as_the_general_path(spark: Any) -> N
     raw = _raw(spark, events)
     expected = _rows(changes(raw, general))
     assert _rows(changes(raw, fast)) == expected and len(expected) > 120
+    routed = DecodeSpec("debezium-json", "db.t", schema, ("order_id",), known=(known,), source_table="shop.orders")
+    assert _rows(changes(raw, routed)) == expected   # the fast path reads the source's names too
+    other = DecodeSpec("debezium-json", "db.t", schema, ("order_id",), known=(known,), source_table="shop.items")
+    assert _rows(changes(raw, other)) == []
     shop.add_coupon()
     with pytest.raises(Exception, match=SCHEMA_CHANGE):
         changes(_raw(spark, events + list(shop.events(5))), fast).collect()
@@ -222,3 +226,99 @@ def test_without_before_images_an_update_keeping_its_key_is_its_after_image(spar
     spec = DecodeSpec("debezium-json", "db.t", CUSTOMERS, ("id",), before_images=False)
     got = _rows(changes(_raw(spark, [(None, json.dumps(same)), (None, json.dumps(moved))]), spec))
     assert [(k, r["id"]) for k, r in got] == [("+U", 1), ("-U", 1), ("+U", 2)]
+
+
+# -- source tables, canal's INIT, deletes without a replica identity, counts under `skip` -------------------------
+
+A_TABLE = pa.schema([pa.field("id", pa.int32(), False), ("name", pa.string())])
+
+
+def _canal(database: str, table: str, rows: list[dict[str, Any]], type_: str = "INSERT") -> str:
+    return json.dumps({"data": rows, "database": database, "table": table, "type": type_, "es": 1, "ts": 2,
+                       "isDdl": False, "pkNames": ["id"]})
+
+
+def _maxwell(database: str, table: str, row: dict[str, Any], type_: str = "insert") -> str:
+    return json.dumps({"database": database, "table": table, "type": type_, "ts": 1, "data": row})
+
+
+@pytest.mark.parametrize("fmt", ["canal-json", "maxwell-json"])
+def test_a_source_table_keeps_its_records_and_another_table_s_give_no_rows(spark: Any, fmt: str) -> None:
+    """A topic of two tables: the other's records (other columns, a type the format does not know, a value the
+    table's column cannot hold) are never a schema change nor a bad record: they give no rows."""
+    make = (lambda db, t, row, **kw: _canal(db, t, [row], **kw)) if fmt == "canal-json" else _maxwell
+    unknown = "ODD" if fmt == "canal-json" else "odd"
+    values = [make("db", "a", {"id": 1, "name": "x"}), make("db", "b", {"id": 2, "sku": "s", "qty": 3}),
+              make("db", "b", {"id": "not a number"}), make("db", "b", {"id": 4}, type_=unknown),
+              make("other", "a", {"id": 5, "weight": 1.5}), make("db", "a", {"id": 6, "name": "y"})]
+    raw = _raw(spark, [(None, v) for v in values])
+    got = _rows(changes(raw, DecodeSpec(fmt, "db.t", A_TABLE, ("id",), "fail", source_table="db.a")))
+    assert got == [("+I", {"id": 1, "name": "x"}), ("+I", {"id": 6, "name": "y"})]
+    with pytest.raises(Exception, match=SCHEMA_CHANGE):   # `a` of every database: other.a has a column `weight`
+        changes(raw, DecodeSpec(fmt, "db.t", A_TABLE, ("id",), source_table="a")).collect()
+    errors = decode(raw, DecodeSpec(fmt, "db.t", A_TABLE, ("id",))).filter(f"{ERROR} IS NOT NULL").collect()
+    assert [(r["__cdc_offset"], r[ERROR].startswith(SCHEMA_CHANGE)) for r in errors] == [
+        (1, True), (2, False), (3, False), (4, True)]   # no source table: b's columns, b's bad records
+
+
+def test_debezium_source_tables_by_database_schema_and_table_as_the_python_rule_reads_them(spark: Any) -> None:
+    """`source.db`, `source.schema` (PostgreSQL) and `source.table`: the decoder's SQL and SourceTable.matches (what
+    table creation samples by) agree on every name."""
+    from tablestore.cdc.schemas import record_source
+
+    samples = ["07_postgres_create_with_schema.json", "02_mysql_create_no_schema.json",
+               "09_postgres_delete_no_schema.json"]
+    values = [(SAMPLES / name).read_bytes() for name in samples]
+    names = ["customers", "products", "public.customers", "postgres.customers", "inventory.customers",
+             "inventory.products", "postgres.public.customers", "postgres.inventory.customers", "orders"]
+    raw = _raw(spark, [(None, v) for v in values])
+    for name in names:
+        schema = PRODUCTS if name.endswith("products") else CUSTOMERS
+        spec = DecodeSpec("debezium-json", "db.t", schema, ("id",), "skip", source_table=name)
+        offsets = sorted({r["__cdc_offset"] for r in decode(raw, spec).filter(f"{ERROR} IS NULL").collect()})
+        expected = [i for i, v in enumerate(values) if (s := record_source("debezium-json", v)) and s.matches(name)]
+        assert offsets == expected, name
+    assert expected == []   # "orders": none of them
+    spec = DecodeSpec("debezium-json", "db.t", CUSTOMERS, ("id",), source_table="public.customers")
+    assert [r["first_name"] for _, r in _rows(changes(raw, spec))] == ["Anne"]
+
+
+def test_canal_init_is_an_insert(spark: Any) -> None:
+    """canal's initial load (`INIT`), as flink-cdc reads it."""
+    value = _canal("db", "a", [{"id": "1", "name": "x"}, {"id": "2", "name": "y"}], type_="INIT")
+    got = _rows(changes(_raw(spark, [(None, value)]), DecodeSpec("canal-json", "db.t", A_TABLE, ("id",))))
+    assert got == [("+I", {"id": 1, "name": "x"}), ("+I", {"id": 2, "name": "y"})]
+
+
+def test_a_debezium_delete_without_any_image_says_to_set_a_replica_identity(spark: Any) -> None:
+    value = '{"op": "d", "before": null, "after": null, "source": {"db": "shop", "schema": "public", "table": "t"}}'
+    with pytest.raises(Exception) as failure:
+        changes(_raw(spark, [(None, value)]), _spec(CUSTOMERS)).collect()
+    assert ("bad debezium-json record in topic src partition 0 offset 0: op 'd' without 'before': the source table "
+            "has no replica identity (PostgreSQL: ALTER TABLE ... REPLICA IDENTITY FULL") in str(failure.value)
+
+
+def test_skip_counts_each_bad_record_once_and_rows_are_the_changes_passed_on(spark: Any) -> None:
+    """A canal record of 3 unreadable rows and a Debezium update whose images both are unreadable are 1 bad record
+    each (not 3 and 2); `rows` counts the changes written, not the bad ones."""
+    from pyspark.sql import Observation
+
+    canal = [(None, _canal("db", "a", [{"id": "x"}, {"id": "y"}, {"id": "z"}])),
+             (None, _canal("db", "a", [{"id": "1", "name": "a"}, {"id": "2", "name": "b"}])),
+             (None, "not json")]
+    observation = Observation("canal")
+    got = _rows(changes(_raw(spark, canal), DecodeSpec("canal-json", "db.t", A_TABLE, ("id",), "skip"), observation))
+    assert len(got) == 2 and observation.get["rows"] == 2 and observation.get["bad"] == 2
+
+    update = {"op": "u", "before": {"id": "x"}, "after": {"id": "y"}}
+    debezium = [(None, json.dumps(update)), (None, '{"op": "c", "after": {"id": 1}}')]
+    observation = Observation("debezium")
+    got = _rows(changes(_raw(spark, debezium), _spec(CUSTOMERS, bad="skip"), observation))
+    assert got == [("+I", {"id": 1, "first_name": None, "last_name": None, "email": None})]
+    assert observation.get["rows"] == 1 and observation.get["bad"] == 1
+
+
+def test_upsert_json_names_no_source_table(spark: Any) -> None:
+    spec = DecodeSpec("upsert-json", "db.t", CUSTOMERS, ("id",), source_table="db.t")
+    with pytest.raises(ValueError, match="upsert-json records name no source table"):
+        decode(_raw(spark, [('{"id": 1}', '{"id": 1}')]), spec)
