@@ -2,7 +2,8 @@
 
     tablestore ingest shop.orders --topic shop.public.orders --format debezium-json \\
         --bootstrap-servers 127.0.0.1:19092 --warehouse /wh [--create] [--checkpoint DIR] \\
-        [--available-now | --trigger-interval 1s] [--starting-offsets earliest|latest] [--bad-records fail|skip]
+        [--available-now | --trigger-interval 1s] [--starting-offsets earliest|latest] [--bad-records fail|skip] \\
+        [--source-table db.t]
 
 It runs until Ctrl-C or SIGTERM (then it stops after the micro-batch in flight: exit 0) or, with
 `--available-now`, until the topic is read to the end it had at the start. Progress goes to stdout every
@@ -50,6 +51,10 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, help="the Kafka topic of the source table's changes")
+    p.add_argument("--source-table", metavar="NAME",
+                   help="take only this source table's records (table, database.table or schema.table, "
+                        "database.schema.table); the others give no rows (default: on canal-json and maxwell-json "
+                        "the table of the record the table is created from; every record otherwise)")
     _common_arguments(p)
 
 
@@ -122,10 +127,11 @@ def _database_summary(progress: Any) -> str:
 
 
 def _summary(progress: Any) -> str:
-    lines = [f"ingested {progress.events:,} events into {progress.table} as {progress.rows:,} changes in "
-             f"{progress.elapsed_s:.1f} s: {progress.snapshots} snapshots"]
-    if progress.bad_records:
-        lines.append(f"  bad records skipped: {progress.bad_records:,}")
+    """`tablestore ingest`'s summary: IngestProgress.summary (events: records read but the bad ones skipped), then
+    the source table it took and the schema changes it followed."""
+    lines = [progress.summary()]
+    if progress.source_table is not None:
+        lines.append(f"  source table: {progress.source_table}")
     for change in progress.schema_changes:
         lines.append(f"  schema change: {change}")
     return "\n".join(lines)
@@ -200,9 +206,14 @@ def _until_signalled(job: Any, spark: Any) -> Any:
 def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """The command; `usage_error` is the CLI's usage error class (exit 1)."""
     import tablestore.spark
+    from tablestore.spark.cdc import CdcSourceError, check_source_table
     from tablestore.spark.ingest import IngestConfig, IngestJob
 
     warehouse, table_options, kafka_options, conf = _settings(args, usage_error)
+    try:
+        check_source_table(args.format, args.source_table)
+    except CdcSourceError as e:
+        raise usage_error(f"--source-table: {e}") from None
     if not args.create and not catalog.Catalog(warehouse).table_exists(args.table):   # before Spark starts
         raise catalog.TableNotFoundError(f"table {args.table!r} does not exist in {warehouse}: create it, or pass --create to "
                              "create it from the topic's first record")
@@ -214,7 +225,8 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         format=args.format, create=args.create, checkpoint=args.checkpoint, available_now=args.available_now,
         trigger_interval=args.trigger_interval, starting_offsets=args.starting_offsets,
         bad_records=args.bad_records, kafka_options=kafka_options, table_options=table_options,
-        catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger)
+        catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger,
+        source_table=args.source_table)
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest", **conf)
     spark.sparkContext.setLogLevel(args.spark_log_level)
     job = IngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))

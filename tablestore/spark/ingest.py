@@ -10,7 +10,10 @@ plain restart resumes). Exactly once is the sink's: each micro-batch is one snap
 (`spark-stream-<query id>`, batch id + 1) with its Kafka log transaction; a batch Spark replays is recognised.
 
 The run, as a state machine (`run`):
-1. RESOLVE: load the table (create it from the first record with `create`);
+1. RESOLVE: load the table (create it from the first record with `create`) and settle its source table: the
+   configured `source_table`, else on canal-json and maxwell-json the table of the record it was created from (an
+   existing table: the first sampled record whose columns the table has), logged and in the progress
+   (tablestore/spark/cdc.py); records of other source tables give no rows;
 2. RUN: start the query on the table's current schema; every `poll_s` report progress (events/s, Kafka lag,
    snapshots committed, the last commit's latency, bad records skipped);
 3. a decoder error marked SCHEMA_CHANGE ends the query before its micro-batch commits: EVOLVE alters the table
@@ -83,6 +86,9 @@ class IngestConfig:
     catalog_options: Mapping[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
     poll_s: float = 1.0
+    source_table: str | None = None
+    """The source table whose records the topic's are (`table`, `database.table`, `database.schema.table`): others
+    give no rows. None: chosen from a record on canal-json and maxwell-json, every record's otherwise."""
 
 
 def default_checkpoint(handle: "CatalogTable", topic: str) -> str:
@@ -108,6 +114,7 @@ class IngestJob:
         self.commits: list[tuple[dict[int, int], int]] = []
         """Per micro-batch committed: the Kafka offsets it read up to (per partition) and its snapshot's time (ms)."""
         self.checkpoint: str | None = None
+        self.source_table: str | None = config.source_table
 
     def event_latencies(self, events: list[tuple[int, int, float]]) -> list[float]:
         """For events given as (partition, offset, made at in epoch seconds): the seconds from each one's making to
@@ -127,10 +134,15 @@ class IngestJob:
         ref = TableRef(self.config.warehouse, self.config.table,
                        tuple(sorted(("table-storage." + k if not k.startswith("table-storage.") else k, v)
                                     for k, v in self.config.catalog_options.items())))
-        handle = resolve_table(ref, topic=self.config.topic, bootstrap_servers=self.config.bootstrap_servers,
-                               format=self.config.format, create=self.config.create,
-                               starting_offsets=self.config.starting_offsets,
-                               table_options=self.config.table_options)
+        resolved = resolve_table(ref, topic=self.config.topic, bootstrap_servers=self.config.bootstrap_servers,
+                                 format=self.config.format, create=self.config.create,
+                                 source_table=self.config.source_table, starting_offsets=self.config.starting_offsets,
+                                 table_options=self.config.table_options, properties=self._properties())
+        handle = resolved.handle
+        self.source_table = self.progress.source_table = resolved.source_table
+        if resolved.chosen is not None:
+            log.info("ingest %s: source table %s (%s; --source-table chooses another)", handle.identifier,
+                     resolved.source_table, resolved.chosen)
         self.checkpoint = self.config.checkpoint or default_checkpoint(handle, self.config.topic)
         from tablestore.spark.s3a import is_s3, jvm_has_s3a
 
@@ -173,7 +185,7 @@ class IngestJob:
                            max_offsets_per_trigger=c.max_offsets_per_trigger)
         known = known_schemas(handle, c.format, self._samples)
         spec = decode_spec(handle, c.format, c.bad_records, known=known, before_images=False,
-                           barrier=read_barrier(handle, c.topic))
+                           barrier=read_barrier(handle, c.topic), source_table=self.source_table)
         decoded = changes(raw, spec)
         writer = (decoded.writeStream.format("managed").option("checkpointLocation", self.checkpoint)
                   .option("warehouse", c.warehouse).queryName(f"tablestore-ingest-{c.table}"))
@@ -225,12 +237,12 @@ class IngestJob:
                 continue
             self._seen_batches.add(batch)
             rows = int(progress.get("numInputRows") or 0)
-            p.events += rows
             p.batches += 1
             metrics = observed(progress)
             p.rows += metrics.get("rows", 0)
-            if self.config.bad_records == "skip":
-                p.bad_records += metrics.get("bad", 0)
+            bad = metrics.get("bad", 0) if self.config.bad_records == "skip" else 0
+            p.bad_records += bad
+            p.events += rows - bad   # records read but the bad ones skipped
             p.events_per_s = float(progress.get("processedRowsPerSecond") or 0.0)
             p.lag = lag(progress)
             if rows:

@@ -17,7 +17,9 @@ class IngestProgress:
     table: str
     batches: int = 0
     events: int = 0
+    """Records read, but the bad ones skipped (those of other source tables included: they give no rows)."""
     rows: int = 0
+    """Changes written (row images: an update may give two, a canal record one per row, a DDL event none)."""
     events_per_s: float = 0.0
     lag: int | None = None
     snapshots: int = 0
@@ -28,15 +30,31 @@ class IngestProgress:
     truncates: int = 0
     elapsed_s: float = 0.0
     state: str = "resolve"
+    source_table: str | None = None
+    """The source table whose records the table takes (None: every record's)."""
 
     def line(self) -> str:
         lag = "?" if self.lag is None else f"{self.lag:,}"
         commit = "-" if self.last_commit_s is None else f"{self.last_commit_s:.2f} s"
         fresh = "" if self.event_to_commit_s is None else f", newest event {self.event_to_commit_s:.1f} s old"
-        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
+        bad = f"  skipped {plural(self.bad_records, 'bad record')}" if self.bad_records else ""
         truncated = f"  truncates applied {self.truncates}" if self.truncates else ""
-        return (f"{self.table}: {self.events:,} events ({self.events_per_s:,.0f}/s)  lag {lag}  "
-                f"snapshots {self.snapshots}  last commit {commit}{fresh}{bad}{truncated}")
+        source = "" if self.source_table is None else f" (source table {self.source_table})"
+        return (f"{self.table}{source}: {self.events:,} events ({self.events_per_s:,.0f}/s), "
+                f"{plural(self.rows, 'change')}  lag {lag}  snapshots {self.snapshots}  last commit "
+                f"{commit}{fresh}{bad}{truncated}")
+
+    def summary(self) -> str:
+        """What the run did, in one line: e.g. `ingested 1 event into shop.orders as 1 change in 2.1 s: 1 snapshot;
+        skipped 2 bad records`."""
+        bad = f"; skipped {plural(self.bad_records, 'bad record')}" if self.bad_records else ""
+        return (f"ingested {plural(self.events, 'event')} into {self.table} as {plural(self.rows, 'change')} in "
+                f"{self.elapsed_s:.1f} s: {plural(self.snapshots, 'snapshot')}{bad}")
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 event`, `2 events`, `1,000 events`."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _offsets(value: Any) -> Any:

@@ -3,6 +3,7 @@ ends equal to the source's state (tablestore.cdc.shop's ground truth) and its ow
 through restarts, kill -9 at the commit points, schema changes mid-stream and bad records."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -269,3 +270,44 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
     assert _decoder_error(python) == (None, "[STREAM_FAILED] Query failed: [PYTHON_DATA_SOURCE_ERROR] writer: "
                                             "tablestore.spark.source_options.DataSourceOptionError: table "
                                             "'shop.orders': unknown option 'x'")   # the exception, not "Traceback"
+
+
+def _canal(table: str, type_: str, rows: list[dict[str, str]], old: list[dict[str, str]] | None = None,
+           database: str = "shop_db") -> bytes:
+    """A canal-json record of table `<database>.<table>` (a: id, name; b: id, sku, qty), as canal writes it."""
+    types = {"a": {"id": "int(11)", "name": "varchar(32)"},
+             "b": {"id": "int(11)", "sku": "varchar(16)", "qty": "int(11)"}}[table]
+    return json.dumps({"data": rows, "old": old, "database": database, "table": table, "type": type_,
+                       "isDdl": False, "pkNames": ["id"], "mysqlType": types, "es": 1700000000000,
+                       "ts": 1700000000001}).encode()
+
+
+@pytest.mark.timeout(900)
+def test_a_canal_topic_of_two_tables_into_the_table_of_one(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """canal's usual topic carries several tables: `--source-table shop_db.a` (or, without it, the table of the
+    record the table is created from, a's here) keeps a's records; b's (other columns, a type canal does not have)
+    give no rows, never widen the table. Under `--bad-records skip` the summary counts records: a bad record of a's
+    with two unreadable rows is one, and the events are the records read but the bad ones."""
+    topic = _topic(kafka_bootstrap, partitions=1)
+    records = [
+        _canal("a", "INSERT", [{"id": "1", "name": "one"}, {"id": "2", "name": "two"}]),
+        _canal("b", "INSERT", [{"id": "1", "sku": "s1", "qty": "3"}]),
+        _canal("a", "UPDATE", [{"id": "1", "name": "uno"}], old=[{"name": "one"}]),
+        _canal("b", "UPDATE", [{"id": "1", "sku": "s1", "qty": "4"}], old=[{"qty": "3"}]),
+        b"{not json",
+        _canal("a", "INSERT", [{"id": "x", "name": "bad"}, {"id": "y", "name": "bad"}]),
+        json.dumps({"data": [{"id": "9"}], "database": "shop_db", "table": "b", "type": "ODD"}).encode(),
+        _canal("a", "DELETE", [{"id": "2", "name": "two"}]),
+        _canal("b", "INSERT", [{"id": "2", "sku": "s2", "qty": "1"}]),
+    ]
+    _produce(kafka_bootstrap, topic, [(None, r) for r in records])
+    for warehouse, extra in ((tmp_path / "given", ["--source-table", "shop_db.a"]), (tmp_path / "chosen", [])):
+        out = _ok(_ingest(warehouse, topic, kafka_bootstrap, "--format", "canal-json", "--create",
+                          "--available-now", "--bad-records", "skip", *extra))
+        assert f"ingested 7 events into {TABLE} as 5 changes in " in out, out   # a: 2 +I, -U +U, -D
+        assert ": 1 snapshot; skipped 2 bad records" in out, out
+        assert "source table: shop_db.a" in out, out
+        table = _table(warehouse)
+        assert table.schema.names == ["id", "name"] and table.primary_key == ["id"]
+        assert table.read().to_pylist() == [{"id": 1, "name": "uno"}]
+
