@@ -49,13 +49,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROUTE = "__cdc_table"
+_NAMES = "from_json(CAST(value AS STRING), '`database` STRING, `table` STRING')"
+_QUALIFIED = f"IF({_NAMES}.`table` IS NULL, NULL, concat_ws('.', {_NAMES}.`database`, {_NAMES}.`table`))"
 _ROUTES = {
     "debezium-json": r"element_at(split(topic, '\\.'), -1)",   # Debezium's topic: <prefix>.<schema>.<table>
     "upsert-json": r"element_at(split(topic, '\\.'), -1)",
-    "canal-json": "get_json_object(CAST(value AS STRING), '$.table')",   # a canal topic carries several tables
-    "maxwell-json": "get_json_object(CAST(value AS STRING), '$.table')",
+    "canal-json": _QUALIFIED,   # a canal topic carries several tables, maybe of several databases
+    "maxwell-json": _QUALIFIED,
 }
-"""SQL: the source table of a Kafka record, per format."""
+"""SQL: the source table of a Kafka record, per format: canal's and Maxwell's `database.table` (two databases' tables
+of one name are two sources; the value is parsed once: one `from_json`, its repeats eliminated), which the decoder
+is given as its source table (`DecodeSpec.source_table`); the table is named after the last part."""
+_BY_RECORD = ("canal-json", "maxwell-json")
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,8 @@ class DatabaseIngestProgress:
 
 
 def _matches(pattern: str | None, name: str) -> bool:
-    return pattern is None or re.fullmatch(pattern, name) is not None
+    """`name` (a route: `table`, or canal's and Maxwell's `database.table`), or its table alone, matches."""
+    return pattern is None or any(re.fullmatch(pattern, n) is not None for n in {name, name.rsplit(".", 1)[-1]})
 
 
 class DatabaseIngestJob:
@@ -128,14 +134,15 @@ class DatabaseIngestJob:
         self._handles: dict[str, "CatalogTable"] = {}
         self._samples: dict[str, list[logstore.KafkaRecord]] = {}
         self._known: dict[str, tuple[KnownSchema, ...]] = {}
+        self._routes: dict[str, str] = {}
+        """Per table: the route (source table) written into it."""
 
     def table_name(self, source_table: str) -> str:
-        return f"{self.config.database}.{self.config.table_prefix}{source_table}"
+        """The table of a route, named after its table part (`database.table`: `table`)."""
+        return f"{self.config.database}.{self.config.table_prefix}{source_table.rsplit('.', 1)[-1]}"
 
     def _ref(self, name: str) -> TableRef:
-        options = tuple(sorted(("table-storage." + k if not k.startswith("table-storage.") else k, v)
-                               for k, v in self.config.catalog_options.items()))
-        return TableRef(self.config.warehouse, name, options)
+        return TableRef(self.config.warehouse, name, tuple(sorted(_session(self.config.catalog_options).items())))
 
     def _properties(self) -> dict[str, str]:
         return {"bootstrap.servers": self.config.bootstrap_servers,
@@ -200,10 +207,14 @@ class DatabaseIngestJob:
                 record = None if row["sample"] is None else logstore.KafkaRecord(
                     row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
                     _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
+                name = self.table_name(source)
+                if self._routes.setdefault(name, source) != source:
+                    raise IngestError(f"source tables {self._routes[name]!r} and {source!r} both go to table "
+                                      f"{name!r}: keep one (--including, --excluding) or run a job per source "
+                                      f"database")
                 rows = routed.filter(F.col(ROUTE) == source).drop(ROUTE)
                 written = self._write_table(source, record, rows, batch_id)
                 if written:
-                    name = self.table_name(source)
                     self.progress.tables[name] = self.progress.tables.get(name, 0) + int(row["n"])
                     self.progress.events += int(row["n"])
         finally:
@@ -252,7 +263,8 @@ class DatabaseIngestJob:
                 self._known[name] = known_schemas(handle, self.config.format, samples)
             topic = record.topic if record is not None else source
             spec = decode_spec(handle, self.config.format, self.config.bad_records, known=self._known[name],
-                               before_images=False, barrier=read_barrier(handle, topic))
+                               before_images=False, barrier=read_barrier(handle, topic),
+                               source_table=source if self.config.format in _BY_RECORD else None)
             observation = Observation(f"cdc-{name}-{batch_id}")
             writer = (changes(rows, spec, observation).write.format("managed").mode("append")
                       .option("warehouse", self.config.warehouse)
@@ -292,6 +304,11 @@ class DatabaseIngestJob:
         raise IngestError(message)
 
 
+def _session(options: Mapping[str, str]) -> dict[str, str]:
+    """Catalog options as the catalog takes them (`table-storage.<table option>`)."""
+    return {("table-storage." + k if not k.startswith("table-storage.") else k): v for k, v in options.items()}
+
+
 def _bytes(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
@@ -302,7 +319,7 @@ def default_checkpoint(warehouse: str, database: str, topic_pattern: str,
     a table: it has no schema); on S3 an `s3a://` URL (Spark's JVM writes the checkpoint through S3A)."""
     from tablestore.spark.s3a import jvm_url
 
-    cat = catalog.Catalog(warehouse, dict(catalog_options or {}))
+    cat = catalog.Catalog(warehouse, _session(catalog_options or {}))
     digest = hashlib.sha1(topic_pattern.encode()).hexdigest()[:12]
     return jvm_url(cat.io.object_store, f"{cat.database_path(database)}/_ingest/database-{digest}")
 

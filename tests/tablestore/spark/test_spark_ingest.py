@@ -311,3 +311,34 @@ def test_a_canal_topic_of_two_tables_into_the_table_of_one(tmp_path: Path, kafka
         assert table.schema.names == ["id", "name"] and table.primary_key == ["id"]
         assert table.read().to_pylist() == [{"id": 1, "name": "uno"}]
 
+
+@pytest.mark.timeout(900)
+def test_ingest_database_routes_canal_records_by_database_and_table(
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    """`ingest-database` on a canal topic: a table per source table, named after its table part, each with its own
+    columns; two databases' tables of one name would go to one table: an error naming both."""
+    from tablestore.spark.database_sync import DatabaseIngestConfig, DatabaseIngestJob
+    from tablestore.spark.ingest_evolve import IngestError
+
+    topic = _topic(kafka_bootstrap, partitions=1)
+    _produce(kafka_bootstrap, topic, [(None, r) for r in (
+        _canal("a", "INSERT", [{"id": "1", "name": "one"}]),
+        _canal("b", "INSERT", [{"id": "1", "sku": "s", "qty": "2"}]),
+        _canal("a", "UPDATE", [{"id": "1", "name": "uno"}], old=[{"name": "one"}]))])
+
+    def job(warehouse: Path) -> Any:
+        return DatabaseIngestJob(spark, DatabaseIngestConfig(
+            database="wh_db", topic_pattern=topic, bootstrap_servers=kafka_bootstrap, warehouse=str(warehouse),
+            format="canal-json", create=True, available_now=True,
+            catalog_options={"log.properties.bootstrap.servers": kafka_bootstrap}))
+
+    job(tmp_path / "one").run()
+    cat = tablestore.Catalog(str(tmp_path / "one"))
+    a, b = cat.get_table("wh_db.a"), cat.get_table("wh_db.b")
+    assert a.schema.names == ["id", "name"] and a.read().to_pylist() == [{"id": 1, "name": "uno"}]
+    assert b.schema.names == ["id", "sku", "qty"] and b.read().to_pylist() == [{"id": 1, "sku": "s", "qty": 2}]
+
+    _produce(kafka_bootstrap, topic, [(None, _canal("a", "INSERT", [{"id": "7", "name": "x"}], database="other_db"))])
+    with pytest.raises(IngestError) as failed:
+        job(tmp_path / "two").run()
+    assert "source tables 'other_db.a' and 'shop_db.a' both go to table 'wh_db.a'" in str(failed.value)
