@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -157,7 +157,7 @@ class FileStoreWrite:
         return fill_unchanged(data, cells, self.schema.key_columns, self.context.options.merge_engine,
                               lambda rows, columns: self._stored(data.take(pa.array(rows)), columns))
 
-    def _stored(self, rows: pa.Table, columns: list[str]) -> pa.Table:
+    def _stored(self, rows: pa.Table, columns: Sequence[str]) -> pa.Table:
         """`columns` of the stored row of each of `rows`' keys (null where none): the base snapshot's files and the
         runs this writer flushed (its memtables of those buckets are flushed first)."""
         groups = self._grouped(rows, self._buckets(rows))

@@ -153,7 +153,7 @@ def _settings(args: argparse.Namespace, usage_error: type[Exception]) -> tuple[s
 def run_database(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """`tablestore ingest-database`; `usage_error` is the CLI's usage error class (exit 1)."""
     import tablestore.spark
-    from tablestore.spark.ingest_database import DatabaseIngestConfig, DatabaseIngestJob
+    from tablestore.spark.database_sync import DatabaseIngestConfig, DatabaseIngestJob
 
     warehouse, table_options, kafka_options, conf = _settings(args, usage_error)
     try:

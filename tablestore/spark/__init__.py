@@ -1,4 +1,4 @@
-"""tablestore's Spark integration. Importing it never starts Spark; pyspark is imported when a function runs.
+r"""tablestore's Spark integration. Importing it never starts Spark; pyspark is imported when a function runs.
 
 - `session(warehouse=..., master=None, **conf)`: a SparkSession for managed tables (the `managed` data source:
   `spark.read.format("managed").load("db.t")`, `df.write.format("managed").save("db.t")`).
@@ -20,7 +20,7 @@
 from tablestore.spark.cdc import read_cdc
 from tablestore.spark.datasource import read_changes
 from tablestore.spark.distribute import distribute_by_bucket
-from tablestore.spark.ingest_database import ingest_database
+from tablestore.spark.database_sync import ingest_database
 from tablestore.spark.jar import jar_path
 from tablestore.spark.materialize import upsert_materialize
 from tablestore.spark.sink import materialize_for_sink

@@ -1,6 +1,6 @@
 """What an ingest job does when the decoder ends a micro-batch (tablestore/spark/cdc_decode.py): its error read out of
 Spark's exception text, and the schema change a record asks for applied to the table. Shared by `tablestore ingest`
-(tablestore/spark/ingest.py) and `tablestore ingest-database` (tablestore/spark/ingest_database.py).
+(tablestore/spark/ingest.py) and `tablestore ingest-database` (tablestore/spark/database_sync.py).
 
 A decoder error marked SCHEMA_CHANGE (a record with columns the table lacks, a wider declared type, a number too
 large for its column) ends the micro-batch before it commits: `evolve` reads that record from Kafka, works out the
