@@ -80,7 +80,7 @@ class DemoSource:
             self._started.append("postgres")
         self.worker = connect.status()
         if self.worker is None:
-            connect.ensure_jars()
+            # start() fetches the jars first, once (connect.ensure_jars)
             self.worker = connect.start(port=self._ports[1], bootstrap_servers=self.bootstrap)
             self._started.append("connect")
         elif self.worker.bootstrap != self.bootstrap:
