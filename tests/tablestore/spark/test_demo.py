@@ -1,6 +1,7 @@
 """`tablestore demo` end to end, in a process of its own as a user runs it: the default demo (a real PostgreSQL,
 Debezium in Kafka Connect, one ingest-database job, the downstream query, every table checked against PostgreSQL)
-and `--synthetic` (generated Debezium events, no PostgreSQL). Each must exit 0 with its OK line.
+and `--synthetic` (generated Debezium events, no PostgreSQL). Each must exit 0 with its OK line. Then the demo's
+check alone, on values made up to differ (tablestore/demo_postgres_check.py).
 
 The PostgreSQL server and the Connect worker the demo starts listen on the helpers' default ports + 50 + 20*K
 (pytest-xdist worker `gwK`, as tests/conftest.py moves the broker; tests/tablestore/spark/pg_source.py takes +30,
@@ -8,6 +9,7 @@ tests/tablestore/test_cdc_devtools.py +10..+12), with run directories of their o
 runs as an unprivileged user, which must be able to enter every parent of its directory (pytest's are not)."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shutil
@@ -16,14 +18,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from tablestore.cdc import connect, postgres
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.version_independent]
-pytest.importorskip("psycopg")
 
 ROOT = Path(__file__).resolve().parents[3]
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -78,9 +79,13 @@ def run_dirs() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.version_independent
 @pytest.mark.timeout(600)
 def test_the_demo_keeps_a_postgres_database_in_managed_tables_and_cleans_up(kafka_bootstrap: str,
                                                                              run_dirs: Path) -> None:
+    pytest.importorskip("psycopg")
     env = {postgres.DIR_ENV: str(run_dirs / "postgres"), connect.DIR_ENV: str(run_dirs / "connect")}
     done = _demo("--seconds", "15", "--rate", "50", "--bootstrap-servers", kafka_bootstrap,
                  "--postgres-port", str(PG_PORT), "--connect-port", str(CONNECT_PORT), env=env)
@@ -108,7 +113,40 @@ def test_the_demo_keeps_a_postgres_database_in_managed_tables_and_cleans_up(kafk
                 AdminClient({"bootstrap.servers": kafka_bootstrap, "log_level": 0}).delete_topics(mine)
 
 
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.version_independent
 @pytest.mark.timeout(600)
 def test_the_synthetic_demo_still_runs_without_postgres(kafka_bootstrap: str) -> None:
     done = _demo("--synthetic", "--seconds", "10", "--bootstrap-servers", kafka_bootstrap)
     _ok(done, "OK: the table and the downstream revenue equal the source's state")
+
+
+def test_the_check_names_each_difference_in_a_line_and_takes_values_as_the_table_holds_them() -> None:
+    """The demo's oracle comparison alone: a timestamptz in another zone is the same instant, Decimal('1.50') is
+    1.5; a missing row, an extra row, a changed value, Debezium's placeholder and a wrong revenue are one line
+    each."""
+    from tablestore.demo_postgres_check import PLACEHOLDER, Observed, differences, toast_kept
+
+    zone = dt.timezone(dt.timedelta(hours=2))
+    columns = ["id", "note", "price", "at"]
+    pg_rows = [{"id": i, "note": f"n{i}", "price": Decimal("1.50"), "at": dt.datetime(2024, 1, 1, 12, tzinfo=zone)}
+               for i in range(1, 5)]
+    utc = dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)   # the same instant as 12:00 at +02:00
+    managed = [{"id": 1, "note": "n1", "price": Decimal("1.5"), "at": utc, "extra": 0},
+               {"id": 2, "note": PLACEHOLDER, "price": Decimal("1.50"), "at": pg_rows[1]["at"], "extra": 0},
+               {"id": 3, "note": "n3", "price": Decimal("1.51"), "at": pg_rows[2]["at"], "extra": 0},
+               {"id": 9, "note": "n9", "price": None, "at": None, "extra": 0}]
+    seen = Observed({"t": (columns, pg_rows)}, {"t": ([*columns, "extra"], managed)}, {7: Decimal("3.00")})
+    assert differences(seen, "shop", {7: Decimal("3"), 8: Decimal("0")}) == [
+        "shop.t id=4: missing (PostgreSQL has it)",
+        "shop.t id=9: not in PostgreSQL",
+        "shop.t id=2: note holds Debezium's placeholder for an unchanged TOASTed value",
+        "shop.t id=3: price is Decimal('1.51'), PostgreSQL has Decimal('1.50')",
+    ]
+    assert differences(seen, "shop", {7: Decimal("2.99")})[-1] == \
+        "revenue of customer 7: the downstream query has 2.99, PostgreSQL 3.00"
+    customers = Observed({"customers": (columns, pg_rows)}, {"customers": (columns, managed)}, {})
+    assert toast_kept(customers, {1, 2, 3}) == 2
+    missing = Observed({"t": (columns, pg_rows)}, {"t": None}, {})
+    assert differences(missing, "shop", {}) == ["shop.t: no such managed table (PostgreSQL's has 4 rows)"]
