@@ -26,6 +26,7 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROUTE = "__cdc_table"
+WRITERS = 4
+"""Tables a micro-batch writes at a time (threads of the driver, each running its table's Spark job and commit)."""
 _NAMES = "from_json(CAST(value AS STRING), '`database` STRING, `table` STRING')"
 _QUALIFIED = f"IF({_NAMES}.`table` IS NULL, NULL, concat_ws('.', {_NAMES}.`database`, {_NAMES}.`table`))"
 _ROUTES = {
@@ -134,6 +137,7 @@ class DatabaseIngestJob:
         self._handles: dict[str, "CatalogTable"] = {}
         self._samples: dict[str, list[logstore.KafkaRecord]] = {}
         self._known: dict[str, tuple[KnownSchema, ...]] = {}
+        self._lock = threading.Lock()
         self._routes: dict[str, str] = {}
         """Per table: the route (source table) written into it."""
 
@@ -193,30 +197,43 @@ class DatabaseIngestJob:
         from pyspark.sql import functions as F
 
         began = time.monotonic()
-        routed = df.select("*", F.expr(_ROUTES[self.config.format]).alias(ROUTE)).persist(StorageLevel.MEMORY_AND_DISK)
+        # a Kafka partition per input partition: each table's write would scan every one of them; merged into a few
+        # (each keeps its records' order, so a key's changes stay in order)
+        slots = max(1, int(self.spark.sparkContext.defaultParallelism))
+        routed = df.coalesce(slots).select("*", F.expr(_ROUTES[self.config.format]).alias(ROUTE)).persist(
+            StorageLevel.MEMORY_AND_DISK)
         try:
             sample = F.struct("topic", "partition", "offset", "key", "value")
             found = routed.groupBy(ROUTE).agg(
                 F.count(F.lit(1)).alias("n"),
                 F.first(F.when(F.col("value").isNotNull(), sample), ignorenulls=True).alias("sample")).collect()
+            wanted = []
             for row in sorted(found, key=lambda r: str(r[ROUTE])):
                 source = row[ROUTE]
                 if source is None or not _matches(self.config.including, source) or \
                         (self.config.excluding is not None and _matches(self.config.excluding, source)):
                     continue
-                record = None if row["sample"] is None else logstore.KafkaRecord(
-                    row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
-                    _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
                 name = self.table_name(source)
                 if self._routes.setdefault(name, source) != source:
                     raise IngestError(f"source tables {self._routes[name]!r} and {source!r} both go to table "
                                       f"{name!r}: keep one (--including, --excluding) or run a job per source "
                                       f"database")
-                rows = routed.filter(F.col(ROUTE) == source).drop(ROUTE)
-                written = self._write_table(source, record, rows, batch_id)
-                if written:
-                    self.progress.tables[name] = self.progress.tables.get(name, 0) + int(row["n"])
-                    self.progress.events += int(row["n"])
+                wanted.append(row)
+
+            def write(row: Any) -> None:
+                source, name = row[ROUTE], self.table_name(row[ROUTE])
+                record = None if row["sample"] is None else logstore.KafkaRecord(
+                    row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
+                    _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
+                if self._write_table(source, record, routed.filter(F.col(ROUTE) == source).drop(ROUTE), batch_id):
+                    with self._lock:
+                        self.progress.tables[name] = self.progress.tables.get(name, 0) + int(row["n"])
+                        self.progress.events += int(row["n"])
+
+            # the tables' writes run side by side: each is a Spark job of its own, then its commit
+            with ThreadPoolExecutor(max(1, min(WRITERS, len(wanted)))) as pool:
+                for future in [pool.submit(write, row) for row in wanted]:
+                    future.result()
         finally:
             routed.unpersist()
         self.progress.batches += 1
@@ -279,9 +296,10 @@ class DatabaseIngestJob:
                 self._known.pop(name, None)
                 continue
             metrics = observation.get
-            self.progress.rows += int(metrics.get("rows") or 0)
-            if self.config.bad_records == "skip":
-                self.progress.bad_records += int(metrics.get("bad") or 0)
+            with self._lock:
+                self.progress.rows += int(metrics.get("rows") or 0)
+                if self.config.bad_records == "skip":
+                    self.progress.bad_records += int(metrics.get("bad") or 0)
             return True
 
     def _recover(self, handle: "CatalogTable", topic: str, failure: str) -> "CatalogTable":
@@ -296,7 +314,8 @@ class DatabaseIngestJob:
         barrier = barrier_of(failure) if marker == TRUNCATE else None
         if barrier is not None and handle.options.get(INGEST_TRUNCATE) == "apply":
             deleted = apply_truncate(handle, barrier.topic, barrier)
-            self.progress.truncates += 1
+            with self._lock:
+                self.progress.truncates += 1
             log.info("ingest-database %s: TRUNCATE of %s at topic %s partition %s offset %s: %s rows deleted",
                      self.config.database, handle.identifier, barrier.topic, barrier.partition, barrier.offset,
                      deleted)
