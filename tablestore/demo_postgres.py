@@ -170,8 +170,8 @@ def _demo(console: Any, spark: Any, source: DemoSource, warehouse: str, rate: in
 def _snapshot_ingested(job: Any, state: DemoState, status: "_Status", ingest: threading.Thread) -> bool:
     """Until the job has written Debezium's snapshot of the first rows (`op: r`) into their tables, so that the
     workload, and the latency measured on it, starts on a running job whose tables exist."""
-    first = {f"{DATABASE}.customers": workload.CUSTOMERS, f"{DATABASE}.products": workload.PRODUCTS,
-             ORDERS: workload.ORDERS}
+    first = {f"{DATABASE}.customers": workload.CUSTOMER_ROWS, f"{DATABASE}.products": workload.PRODUCT_ROWS,
+             ORDERS: workload.ORDER_ROWS}
     deadline = time.monotonic() + SNAPSHOT_S
     while ingest.is_alive() and not state.errors and time.monotonic() < deadline:
         status.update()

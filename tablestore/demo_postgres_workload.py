@@ -30,7 +30,7 @@ from typing import Any
 
 from tablestore.errors import TableStoreError
 
-CUSTOMERS, PRODUCTS, ORDERS = 300, 50, 2000
+CUSTOMER_ROWS, PRODUCT_ROWS, ORDER_ROWS = 300, 50, 2000
 NOTE = "(SELECT string_agg(md5({seed} || '-' || k), '') FROM generate_series(1, 128) k)"
 """SQL: 4,096 characters of hex digits, different for each seed: nothing for a compressor to find."""
 
@@ -45,14 +45,14 @@ SCHEMA = (
 FIRST_ROWS = (
     "SELECT setseed(0.42)",
     f"INSERT INTO customers SELECT g, 'customer ' || g, 'customer' || g || '@shop.example', g % 10 = 0, "
-    f"{NOTE.format(seed='g')}, now() - g * interval '7 hours' FROM generate_series(1, {CUSTOMERS}) g",
+    f"{NOTE.format(seed='g')}, now() - g * interval '7 hours' FROM generate_series(1, {CUSTOMER_ROWS}) g",
     f"INSERT INTO products SELECT g, 'product ' || g, round((1 + random() * 99)::numeric, 2), "
-    f"ARRAY['kind' || g % 5, 'colour' || g % 3] FROM generate_series(1, {PRODUCTS}) g",
+    f"ARRAY['kind' || g % 5, 'colour' || g % 3] FROM generate_series(1, {PRODUCT_ROWS}) g",
     f"INSERT INTO orders SELECT o.id, o.customer_id, p.id, o.qty, p.price * o.qty, "
     f"(ARRAY['new', 'paid', 'shipped'])[1 + o.id % 3], clock_timestamp() FROM ("
-    f"SELECT g AS id, 1 + floor(random() * {CUSTOMERS})::int AS customer_id, "
-    f"1 + floor(random() * {PRODUCTS})::int AS product_id, 1 + floor(random() * 5)::int AS qty "
-    f"FROM generate_series(1, {ORDERS}) g) o JOIN products p ON p.id = o.product_id",
+    f"SELECT g AS id, 1 + floor(random() * {CUSTOMER_ROWS})::int AS customer_id, "
+    f"1 + floor(random() * {PRODUCT_ROWS})::int AS product_id, 1 + floor(random() * 5)::int AS qty "
+    f"FROM generate_series(1, {ORDER_ROWS}) g) o JOIN products p ON p.id = o.product_id",
 )
 EVOLVE = (
     "ALTER TABLE orders ADD COLUMN coupon text",
@@ -122,8 +122,8 @@ class ShopWorkload:
         self.dsn = dsn
         self.counts = WorkloadCounts()
         self._random = random.Random(seed)
-        self._next_order = ORDERS + 1
-        self._next_customer = CUSTOMERS + 1
+        self._next_order = ORDER_ROWS + 1
+        self._next_customer = CUSTOMER_ROWS + 1
         self._next_review = 1
         self._evolved = False
 
@@ -172,7 +172,7 @@ class ShopWorkload:
         if kind == "new order":
             order, qty = self._next_order, r.randint(1, 5)
             self._next_order += 1
-            customer, product = r.randrange(1, self._next_customer), r.randint(1, PRODUCTS)
+            customer, product = r.randrange(1, self._next_customer), r.randint(1, PRODUCT_ROWS)
             if self._evolved:
                 coupon = r.choice((None, None, "WELCOME5", "SPRING10"))
                 return NEW_ORDER_COUPON, (order, customer, qty, qty, coupon, product)
@@ -191,7 +191,7 @@ class ShopWorkload:
                                   f"c{customer}")
         if kind == "price change":
             factor = Decimal(r.choice(("0.90", "0.95", "1.05", "1.10")))
-            return NEW_PRICE, (factor, r.random() < 0.2, r.randint(1, PRODUCTS))
+            return NEW_PRICE, (factor, r.random() < 0.2, r.randint(1, PRODUCT_ROWS))
         review = self._next_review
         self._next_review += 1
         return NEW_REVIEW, (review, some_order, r.randint(1, 5), r.choice(("great", "fine", "late", "broken")))
