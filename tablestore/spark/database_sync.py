@@ -39,7 +39,7 @@ from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
 from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
 from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
-from tablestore.spark.write import TXN_APP_ID, TXN_VERSION
+from tablestore.spark.database_write import Committer, packed, table_of, target_of, write_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 ROUTE = "__cdc_table"
 WRITERS = 4
-"""Tables a micro-batch writes at a time (threads of the driver, each running its table's Spark job and commit)."""
+"""Tables a micro-batch commits at a time (threads of the driver: each commit waits on Kafka and the file system)."""
 _NAMES = "from_json(CAST(value AS STRING), '`database` STRING, `table` STRING')"
 _QUALIFIED = f"IF({_NAMES}.`table` IS NULL, NULL, concat_ws('.', {_NAMES}.`database`, {_NAMES}.`table`))"
 _ROUTES = {
@@ -137,7 +137,7 @@ class DatabaseIngestJob:
         self._handles: dict[str, "CatalogTable"] = {}
         self._samples: dict[str, list[logstore.KafkaRecord]] = {}
         self._known: dict[str, tuple[KnownSchema, ...]] = {}
-        self._lock = threading.Lock()
+        self._committer = Committer(self.app_id)
         self._routes: dict[str, str] = {}
         """Per table: the route (source table) written into it."""
 
@@ -182,6 +182,8 @@ class DatabaseIngestJob:
                     query.stop()
         except StreamingQueryException as e:
             raise IngestError(decoder_error(str(e))[1]) from None
+        finally:
+            self._committer.close()
         self.progress.state = "done"
         self._report(started)
         return self.progress
@@ -220,20 +222,7 @@ class DatabaseIngestJob:
                                       f"database")
                 wanted.append(row)
 
-            def write(row: Any) -> None:
-                source, name = row[ROUTE], self.table_name(row[ROUTE])
-                record = None if row["sample"] is None else logstore.KafkaRecord(
-                    row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
-                    _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
-                if self._write_table(source, record, routed.filter(F.col(ROUTE) == source).drop(ROUTE), batch_id):
-                    with self._lock:
-                        self.progress.tables[name] = self.progress.tables.get(name, 0) + int(row["n"])
-                        self.progress.events += int(row["n"])
-
-            # the tables' writes run side by side: each is a Spark job of its own, then its commit
-            with ThreadPoolExecutor(max(1, min(WRITERS, len(wanted)))) as pool:
-                for future in [pool.submit(write, row) for row in wanted]:
-                    future.result()
+            self._write(routed, wanted, batch_id)
         finally:
             routed.unpersist()
         self.progress.batches += 1
@@ -262,45 +251,77 @@ class DatabaseIngestJob:
         self._handles[name] = handle
         return handle
 
-    def _write_table(self, source: str, record: logstore.KafkaRecord | None, rows: "DataFrame",
-                     batch_id: int) -> bool:
-        """One idempotent write of `source`'s records of the micro-batch into its table; False when it has none."""
+    def _write(self, routed: "DataFrame", wanted: list[Any], batch_id: int) -> None:
+        """The micro-batch's records of each wanted source table decoded and written into its table by one job,
+        then each table committed (tablestore/spark/database_write.py); a decoder error naming a table alters or
+        truncates it and the job runs again."""
         from pyspark.sql import Observation
+        from pyspark.sql import functions as F
 
-        handle = self._table(source, record)
-        if handle is None:
-            return False
-        name = handle.identifier
+        tables: list[tuple[Any, "CatalogTable", str]] = []
+        for row in wanted:
+            source = row[ROUTE]
+            record = None if row["sample"] is None else logstore.KafkaRecord(
+                row["sample"]["topic"], row["sample"]["partition"], row["sample"]["offset"],
+                _bytes(row["sample"]["key"]), _bytes(row["sample"]["value"]))
+            handle = self._table(source, record)
+            if handle is not None:
+                self._sample(handle.identifier, record)
+                tables.append((row, handle, record.topic if record is not None else source))
+        while tables:
+            observations = [Observation(f"cdc-{i}") for i in range(len(tables))]
+
+            def decoder(i: int) -> "DataFrame":
+                row, handle, topic = tables[i]
+                name = handle.identifier
+                if name not in self._known:
+                    self._known[name] = known_schemas(handle, self.config.format, self._samples.get(name, []))
+                spec = decode_spec(handle, self.config.format, self.config.bad_records, known=self._known[name],
+                                   before_images=False, barrier=read_barrier(handle, topic),
+                                   source_table=row[ROUTE] if self.config.format in _BY_RECORD else None)
+                return changes(routed.filter(F.col(ROUTE) == row[ROUTE]).drop(ROUTE), spec, observations[i])
+
+            with ThreadPoolExecutor(max(1, min(WRITERS, len(tables)))) as pool:   # the JVM analyses them in parallel
+                decoded = list(pool.map(decoder, range(len(tables))))
+            targets = [target_of(self._ref(handle.identifier), handle) for _, handle, _ in tables]
+            try:
+                messages = write_tables(packed(decoded), targets,
+                                        max(1, int(self.spark.sparkContext.defaultParallelism)))
+            except Exception as e:  # noqa: BLE001 - Spark's error text names the decoder's reason, or it is raised
+                tables = self._recovered(tables, str(e))
+                continue
+            with ThreadPoolExecutor(max(1, min(WRITERS, len(tables)))) as pool:
+                for future in [pool.submit(self._committer.commit, handle, messages.get(i, []), batch_id)
+                               for i, (_, handle, _) in enumerate(tables)]:
+                    future.result()
+            for (row, handle, _), observation in zip(tables, observations):
+                metrics = observation.get
+                self.progress.rows += int(metrics.get("rows") or 0)
+                if self.config.bad_records == "skip":
+                    self.progress.bad_records += int(metrics.get("bad") or 0)
+                self.progress.tables[handle.identifier] = self.progress.tables.get(handle.identifier, 0) + int(row["n"])
+                self.progress.events += int(row["n"])
+            return
+
+    def _sample(self, name: str, record: logstore.KafkaRecord | None) -> None:
+        """Keep `record` as a sample of its table's schemas: the decoder's fast path for records like it."""
         samples = self._samples.setdefault(name, [])
         if record is not None and known_schema(record.value) not in {known_schema(s.value) for s in samples}:
             samples.append(record)
             self._known.pop(name, None)
-        while True:
-            if name not in self._known:
-                self._known[name] = known_schemas(handle, self.config.format, samples)
-            topic = record.topic if record is not None else source
-            spec = decode_spec(handle, self.config.format, self.config.bad_records, known=self._known[name],
-                               before_images=False, barrier=read_barrier(handle, topic),
-                               source_table=source if self.config.format in _BY_RECORD else None)
-            observation = Observation(f"cdc-{name}-{batch_id}")
-            writer = (changes(rows, spec, observation).write.format("managed").mode("append")
-                      .option("warehouse", self.config.warehouse)
-                      .option(TXN_APP_ID, self.app_id).option(TXN_VERSION, str(batch_id + 1)))
-            for key, value in self.config.catalog_options.items():
-                writer = writer.option(key if key.startswith("table-storage.") else "table-storage." + key, value)
-            try:
-                writer.save(name)
-            except Exception as e:  # noqa: BLE001 - Spark's error text names the decoder's reason, or it is raised
-                handle = self._recover(handle, topic, str(e))
-                self._handles[name] = handle
-                self._known.pop(name, None)
-                continue
-            metrics = observation.get
-            with self._lock:
-                self.progress.rows += int(metrics.get("rows") or 0)
-                if self.config.bad_records == "skip":
-                    self.progress.bad_records += int(metrics.get("bad") or 0)
-            return True
+
+    def _recovered(self, tables: list[tuple[Any, "CatalogTable", str]], failure: str) -> list[
+            tuple[Any, "CatalogTable", str]]:
+        """The tables after the failed job's decoder error, the one it names altered or truncated
+        (IngestError when it names none of them, or when it cannot be handled)."""
+        named = table_of(decoder_error(failure)[1])
+        for i, (row, handle, topic) in enumerate(tables):
+            if handle.identifier == named:
+                fixed = self._recover(handle, topic, failure)
+                self._handles[fixed.identifier] = fixed
+                self._known.pop(fixed.identifier, None)
+                return [*tables[:i], (row, fixed, topic), *tables[i + 1:]]
+        raise IngestError(decoder_error(failure)[1])
 
     def _recover(self, handle: "CatalogTable", topic: str, failure: str) -> "CatalogTable":
         """After a failed write of `handle`'s records: the table altered for a schema change, or emptied for a
@@ -314,8 +335,7 @@ class DatabaseIngestJob:
         barrier = barrier_of(failure) if marker == TRUNCATE else None
         if barrier is not None and handle.options.get(INGEST_TRUNCATE) == "apply":
             deleted = apply_truncate(handle, barrier.topic, barrier)
-            with self._lock:
-                self.progress.truncates += 1
+            self.progress.truncates += 1
             log.info("ingest-database %s: TRUNCATE of %s at topic %s partition %s offset %s: %s rows deleted",
                      self.config.database, handle.identifier, barrier.topic, barrier.partition, barrier.offset,
                      deleted)
