@@ -119,7 +119,7 @@ def test_the_demo_command_is_one_tablestore_demo_accepts_against_the_compose_ser
     command = found["demo"]["command"]
     assert command[:2] == ["tablestore", "demo"]
     args = build_parser().parse_args(command[1:])   # raises on a flag `tablestore demo` does not know
-    assert args.command == "demo" and args.warehouse.startswith("s3://")
+    assert args.command == "demo" and args.warehouse.startswith("s3://") and args.synthetic
     options = dict(o.split("=", 1) for o in args.option)
     assert all(is_catalog_option(k) for k in options), options
     assert {"s3.endpoint", "s3.access-key", "s3.secret-key"} <= set(options)
@@ -165,7 +165,8 @@ def test_the_demo_command_hands_them_to_the_demo(monkeypatch: pytest.MonkeyPatch
 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(tablestore.demo_cdc, "run_cdc_demo", lambda **kw: seen.update(kw) or 0)
-    assert main(["demo", "--bootstrap-servers", "k:9092", "--master", "spark://m:7077", "--seconds", "5"]) == 0
+    assert main(["demo", "--synthetic", "--bootstrap-servers", "k:9092", "--master", "spark://m:7077",
+                 "--seconds", "5"]) == 0
     assert seen == {"warehouse": None, "rate": 2000, "seconds": 5.0, "bootstrap_servers": "k:9092",
                     "master": "spark://m:7077"}
 
