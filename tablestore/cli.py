@@ -176,23 +176,9 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.python:
-        from tablestore.demo import run_demo
+    from tablestore.cli_demo import run
 
-        run_demo(args.warehouse)
-        return EXIT_OK
-    if args.rate is not None and args.rate <= 0:
-        raise UsageError(f"--rate {args.rate}: give a positive number")
-    if args.synthetic:
-        from tablestore.demo_cdc import run_cdc_demo
-
-        return run_cdc_demo(warehouse=args.warehouse, rate=args.rate or 2000, seconds=args.seconds,
-                            bootstrap_servers=args.bootstrap_servers, master=args.master)
-    from tablestore.demo_postgres import run_postgres_demo
-
-    return run_postgres_demo(warehouse=args.warehouse, rate=args.rate or 200, seconds=args.seconds,
-                             bootstrap_servers=args.bootstrap_servers, master=args.master,
-                             postgres_port=args.postgres_port, connect_port=args.connect_port)
+    return run(args, UsageError)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -292,27 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used").add_argument(
         "--retain-last", type=int, metavar="N", help="keep the newest N snapshots (default: the table's options)")
-    demo = command("demo", cmd_demo, "run the CDC pipeline demo: a PostgreSQL database captured by Debezium into "
-                   "Kafka, kept in managed tables by one Spark streaming job, its changes flowing on downstream, "
-                   "checked end to end against PostgreSQL", table=False)
-    which = demo.add_mutually_exclusive_group()
-    which.add_argument("--synthetic", action="store_true", help="the generated source instead (Debezium events of a "
-                       "generated shop's orders played into Kafka: no PostgreSQL, no Kafka Connect)")
-    which.add_argument("--python", action="store_true",
-                       help="the file-store demo instead (Python only: no Kafka, no Spark)")
-    # with --warehouse W the demo's database W/shop.db is replaced first and kept at the end
-    demo.add_argument("--seconds", type=float, default=60.0, help="how long the source runs (default: 60)")
-    demo.add_argument("--rate", type=int, metavar="N", help="the source's pace: SQL transactions per second "
-                      "against PostgreSQL (default: 200); with --synthetic, Debezium events per second (default: "
-                      "2000)")
-    demo.add_argument("--bootstrap-servers", metavar="HOST:PORT",
-                      help="a Kafka cluster of your own (default: the project's own broker, started if it is not)")
-    demo.add_argument("--master", default="local[2]", metavar="URL",
-                      help="Spark's master, e.g. spark://host:7077 (default: local[2])")
-    demo.add_argument("--postgres-port", type=int, metavar="PORT", help="the development PostgreSQL's port if the "
-                      "demo starts it (default: $TABLESTORE_POSTGRES_PORT or 15432)")
-    demo.add_argument("--connect-port", type=int, metavar="PORT", help="the Kafka Connect worker's REST port if "
-                      "the demo starts it (default: $TABLESTORE_CONNECT_PORT or 18083)")
+    from tablestore.cli_demo import add_arguments as demo_arguments
+
+    demo_arguments(command("demo", cmd_demo, "run the CDC pipeline demo: a PostgreSQL database captured by Debezium "
+                           "into Kafka, kept in managed tables by one Spark streaming job, its changes flowing on "
+                           "downstream, checked end to end against PostgreSQL", table=False))
     sql = command("sql", cmd_sql, "open PySpark's spark-sql shell with the managed catalog (managed.<db>.<table>)",
                   table=False)
     given = sql.add_mutually_exclusive_group()
