@@ -149,7 +149,7 @@ def start(data_dir: Path | None = None, port: int | None = None, bootstrap_serve
             if (port is not None and port != running.port) or bootstrap_servers not in (None, running.bootstrap):
                 log.warning("kafka connect already running at %s on %s; ignoring port %s / bootstrap %s",
                             running.url, running.bootstrap, port, bootstrap_servers)
-            if _ready_unless_ended(running, rdir, timeout_s):
+            if proc.ready_unless_ended(running.pid, rdir, lambda: _wait_ready(running, rdir, timeout_s), "worker"):
                 return running
         rest_port = port if port is not None else default_port()
         proc.check_port_free(_SERVICE, rest_port, PORT_ENV)
@@ -282,33 +282,7 @@ def _live(rdir: Path) -> ConnectWorker | None:
                          str(state["group_id"]))
 
 
-def _ready_unless_ended(running: ConnectWorker, rdir: Path, timeout_s: float) -> bool:
-    """Wait for the recorded worker to be ready; False if its process ended meanwhile (killed just before this
-    start: a new one is started), its state file removed."""
-    try:
-        _wait_ready(running, rdir, timeout_s)
-        return True
-    except ServiceStartError:
-        if proc.alive(running.pid):
-            raise
-    log.info("the recorded worker %s has just ended; starting a new one", running.pid)
-    (rdir / "state.json").unlink(missing_ok=True)
-    proc.reap(running.pid)
-    return False
-
-
 def _wait_ready(worker: ConnectWorker, rdir: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    log_file = rdir / "connect.log"
-    while True:
-        if not proc.alive(worker.pid):
-            raise ServiceStartError(_SERVICE, f"the worker process {worker.pid} {proc.how_it_ended(worker.pid)}",
-                                    log_file, proc.log_tail(log_file))
-        if connect_rest.answers(worker.url, timeout_s=min(2.0, max(0.5, deadline - time.monotonic()))):
-            return
-        if time.monotonic() >= deadline:
-            raise ServiceStartError(_SERVICE, f"its REST API at {worker.url} did not serve connectors after "
-                                    f"{timeout_s:.0f} s", log_file, proc.log_tail(log_file))
-        time.sleep(0.2)
-
-
+    proc.wait_ready(_SERVICE, worker.pid, rdir / "connect.log",
+                    lambda t: connect_rest.answers(worker.url, timeout_s=t), timeout_s,
+                    f"its REST API at {worker.url} did not serve connectors", poll_s=0.2)

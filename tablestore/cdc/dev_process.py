@@ -194,3 +194,33 @@ def launch(cmd: Sequence[str], *, log_file: Path, cwd: Path, user: tuple[int, in
                                 extra_groups=None if user is None else [])
     CHILDREN[proc.pid] = proc
     return proc.pid
+
+
+def wait_ready(service: str, pid: int, log_file: Path, answers: Callable[[float], bool], timeout_s: float,
+               silence: str, poll_s: float = 0.1) -> None:
+    """Until `answers(timeout)` says the process `pid` serves; ServiceStartError naming its log's last error when
+    it ends first, or `silence` (what did not answer) after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not alive(pid):
+            raise ServiceStartError(service, f"the process {pid} {how_it_ended(pid)}", log_file, log_tail(log_file))
+        if answers(min(2.0, max(0.5, deadline - time.monotonic()))):
+            return
+        if time.monotonic() >= deadline:
+            raise ServiceStartError(service, f"{silence} after {timeout_s:.0f} s", log_file, log_tail(log_file))
+        time.sleep(poll_s)
+
+
+def ready_unless_ended(pid: int, rdir: Path, wait: Callable[[], None], what: str) -> bool:
+    """Wait for a recorded process to be ready (`wait`); False if it ended meanwhile (killed just before this start:
+    a new one is to be started), its state file removed."""
+    try:
+        wait()
+        return True
+    except ServiceStartError:
+        if alive(pid):
+            raise
+    log.info("the recorded %s %s has just ended; starting a new one", what, pid)
+    (rdir / "state.json").unlink(missing_ok=True)
+    reap(pid)
+    return False

@@ -108,7 +108,7 @@ def start(data_dir: Path | None = None, port: int | None = None, timeout_s: floa
         if running is not None:
             if port is not None and port != running.port:
                 log.warning("postgres already running on port %s; ignoring port %s", running.port, port)
-            if _ready_unless_ended(running, rdir, timeout_s):
+            if proc.ready_unless_ended(running.pid, rdir, lambda: _wait_ready(running, rdir, timeout_s), "server"):
                 return running
         server_port = port if port is not None else default_port()
         proc.check_port_free(_SERVICE, server_port, PORT_ENV)
@@ -275,32 +275,6 @@ def _answers(server: PostgresServer, timeout_s: float) -> bool:
         return False
 
 
-def _ready_unless_ended(running: PostgresServer, rdir: Path, timeout_s: float) -> bool:
-    """Wait for the recorded server to be ready; False if its process ended meanwhile (killed just before this
-    start: a new one is started), its state file removed."""
-    try:
-        _wait_ready(running, rdir, timeout_s)
-        return True
-    except ServiceStartError:
-        if proc.alive(running.pid):
-            raise
-    log.info("the recorded server %s has just ended; starting a new one", running.pid)
-    (rdir / "state.json").unlink(missing_ok=True)
-    proc.reap(running.pid)
-    return False
-
-
 def _wait_ready(server: PostgresServer, rdir: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    log_file = rdir / "postgres.log"
-    while True:
-        if not proc.alive(server.pid):
-            raise ServiceStartError(_SERVICE, f"the server process {server.pid} {proc.how_it_ended(server.pid)}",
-                                    log_file, proc.log_tail(log_file))
-        if _answers(server, timeout_s=min(2.0, max(1.0, deadline - time.monotonic()))):
-            return
-        if time.monotonic() >= deadline:
-            raise ServiceStartError(_SERVICE, f"no connection on port {server.port} after {timeout_s:.0f} s",
-                                    log_file, proc.log_tail(log_file))
-        time.sleep(0.1)
-
+    proc.wait_ready(_SERVICE, server.pid, rdir / "postgres.log", lambda t: _answers(server, timeout_s=max(1.0, t)),
+                    timeout_s, f"no connection on port {server.port}")
