@@ -2,6 +2,7 @@
 query's progress (Kafka lag, the offsets each micro-batch read up to)."""
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
@@ -58,8 +59,18 @@ def plural(n: int, noun: str) -> str:
 
 
 def _offsets(value: Any) -> Any:
-    """A source's offsets in a query's progress: a dict, or (PySpark's progress objects) its JSON text."""
-    return json.loads(value) if isinstance(value, str) else value
+    """A source's offsets in a query's progress: a dict, or (PySpark's progress objects) its JSON text; PySpark 4.1
+    sometimes gives the dict's Python text instead (seen once a query restarted in one session), read as such; None
+    when neither."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return None
 
 
 def lag(progress: Mapping[str, Any]) -> int | None:

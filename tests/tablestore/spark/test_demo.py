@@ -113,15 +113,6 @@ def test_the_demo_keeps_a_postgres_database_in_managed_tables_and_cleans_up(kafk
                 AdminClient({"bootstrap.servers": kafka_bootstrap, "log_level": 0}).delete_topics(mine)
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
-@pytest.mark.version_independent
-@pytest.mark.timeout(600)
-def test_the_synthetic_demo_still_runs_without_postgres(kafka_bootstrap: str) -> None:
-    done = _demo("--synthetic", "--seconds", "10", "--bootstrap-servers", kafka_bootstrap)
-    _ok(done, "OK: the table and the downstream revenue equal the source's state")
-
-
 def test_the_check_names_each_difference_in_a_line_and_takes_values_as_the_table_holds_them() -> None:
     """The demo's oracle comparison alone: a timestamptz in another zone is the same instant, Decimal('1.50') is
     1.5; a missing row, an extra row, a changed value, Debezium's placeholder and a wrong revenue are one line

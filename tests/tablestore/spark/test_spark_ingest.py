@@ -282,6 +282,7 @@ def _canal(table: str, type_: str, rows: list[dict[str, str]], old: list[dict[st
                        "ts": 1700000000001}).encode()
 
 
+@pytest.mark.version_independent
 @pytest.mark.timeout(900)
 def test_a_canal_topic_of_two_tables_into_the_table_of_one(tmp_path: Path, kafka_bootstrap: str) -> None:
     """canal's usual topic carries several tables: `--source-table shop_db.a` (or, without it, the table of the
