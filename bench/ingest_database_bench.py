@@ -123,7 +123,9 @@ def throughput(spark: Any, args: argparse.Namespace, bootstrap: str, work: Path)
         out[round_] = {"events": total, "ingest_s": single_s, "ingest_events_per_s": total / single_s,
                        "ingest_batches": single_progress.batches, "database_s": db_s,
                        "database_events_per_s": total / db_s, "database_batches": db_progress.batches,
-                       "ratio": single_s / db_s}
+                       "ratio": single_s / db_s,
+                       "database_phases_s": {k: round(v, 2) for k, v in db_progress.phases_s.items()}}
+        print(f"  {round_}: ingest-database's driver phases (s): {out[round_]['database_phases_s']}", flush=True)
     return out
 
 

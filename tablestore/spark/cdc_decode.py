@@ -245,6 +245,24 @@ def _needs_declared(type_: pa.DataType) -> bool:
             or pa.types.is_string(type_) or pa.types.is_large_string(type_))
 
 
+def kept(table: str, format: str, bad_records: str) -> str:
+    """SQL over a decoded row (`decode_sql`'s columns): true to pass it on, false to drop it (a bad record under
+    `skip`), else `raise_error` (a bad record under `fail`, a schema change, a TRUNCATE) naming `table` (SQL of its
+    name), topic, partition, offset and reason."""
+    where = (f"' in topic ', {TOPIC}, ' partition ', CAST({PARTITION} AS STRING), ' offset ', "
+             f"CAST({OFFSET} AS STRING), ': '")
+    raise_change = (f"raise_error(concat({lit(SCHEMA_CHANGE + ': table ')}, {table}, ': schema change', {where}, "
+                    f"regexp_replace({ERROR}, {lit(f'^{SCHEMA_CHANGE}: ')}, '')))")
+    raise_truncate = (f"raise_error(concat({lit(TRUNCATE + ': table ')}, {table}, ': truncate', {where}, "
+                      f"regexp_replace({ERROR}, {lit(f'^{TRUNCATE}: ')}, '')))")
+    raise_bad = (f"raise_error(concat({lit(BAD_RECORD + ': table ')}, {table}, {lit(f': bad {format} record')}, "
+                 f"{where}, {ERROR}))")
+    return (f"CASE WHEN {ERROR} IS NULL THEN true "
+            f"WHEN startswith({ERROR}, {lit(SCHEMA_CHANGE)}) THEN CAST({raise_change} AS BOOLEAN) "
+            f"WHEN startswith({ERROR}, {lit(TRUNCATE)}) THEN CAST({raise_truncate} AS BOOLEAN) "
+            + (f"ELSE CAST({raise_bad} AS BOOLEAN) END" if bad_records == "fail" else "ELSE false END"))
+
+
 def changes(raw: "DataFrame", spec: DecodeSpec, observation: Any = None) -> "DataFrame":
     """`raw` Kafka rows as a changelog of `spec.table`: `_row_kind` + its columns, with the bad-record policy
     applied (`fail`: the first bad record fails its micro-batch, naming topic, partition, offset and reason;
@@ -253,20 +271,10 @@ def changes(raw: "DataFrame", spec: DecodeSpec, observation: Any = None) -> "Dat
     `observation`: a pyspark Observation (a batch query's), else the metrics are named for the stream."""
     from pyspark.sql import functions as F
 
-    where = f"' in topic ', {TOPIC}, ' partition ', CAST({PARTITION} AS STRING), ' offset ', CAST({OFFSET} AS STRING), ': '"
-    raise_change = (f"raise_error(concat({lit(f'{SCHEMA_CHANGE}: table {spec.table}: schema change')}, {where}, "
-                    f"regexp_replace({ERROR}, {lit(f'^{SCHEMA_CHANGE}: ')}, '')))")
-    raise_truncate = (f"raise_error(concat({lit(f'{TRUNCATE}: table {spec.table}: truncate')}, {where}, "
-                      f"regexp_replace({ERROR}, {lit(f'^{TRUNCATE}: ')}, '')))")
-    raise_bad = (f"raise_error(concat({lit(f'{BAD_RECORD}: table {spec.table}: bad {spec.format} record')}, "
-                 f"{where}, {ERROR}))")
-    keep = (f"CASE WHEN {ERROR} IS NULL THEN true "
-            f"WHEN startswith({ERROR}, {lit(SCHEMA_CHANGE)}) THEN CAST({raise_change} AS BOOLEAN) "
-            f"WHEN startswith({ERROR}, {lit(TRUNCATE)}) THEN CAST({raise_truncate} AS BOOLEAN) "
-            + (f"ELSE CAST({raise_bad} AS BOOLEAN) END" if spec.bad_records == "fail" else "ELSE false END"))
     decoded = decode(raw, spec).observe(
         OBSERVATION if observation is None else observation,
         F.expr(f"count(CASE WHEN {ERROR} IS NULL THEN 1 END)").alias("rows"),
         F.expr(f"count(CASE WHEN {ERROR} IS NOT NULL AND {FIRST} THEN 1 END)").alias("bad"),
         F.expr(f"max({TS})").alias("max_ts_ms"), F.expr(f"min({TS})").alias("min_ts_ms"))
+    keep = kept(lit(spec.table), spec.format, spec.bad_records)
     return decoded.filter(F.expr(keep)).select(*[F.col(ident(c)) for c in (ROW_KIND_COLUMN, *spec.schema.names)])

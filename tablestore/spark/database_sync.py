@@ -6,14 +6,16 @@ Structured Streaming query (Paimon's "database sync", on Spark).
 
 The query reads every topic matching the pattern (Spark's Kafka source with `subscribePattern`: a topic created
 later is read from its start at the next micro-batch) and hands each micro-batch to `_batch` (`foreachBatch`):
-1. the batch is cached, and one aggregation finds its source tables (the topic's last segment, or canal's and
-   Maxwell's `table` field: those topics carry several tables), their record counts and a sample record each;
-2. per source table (kept by `including` / `excluding`), named `<database>.<table prefix><source table>`: the table
-   is loaded, or created from its sample record (`create`), then its records are decoded (tablestore/spark/
-   cdc_decode.py, with the table's own schema) and written by one batch write of the `managed` source, an
-   *idempotent* one (`txnAppId` = the job's, from its checkpoint; `txnVersion` = batch id + 1): one snapshot per
-   table per micro-batch, and a micro-batch Spark runs again after a restart commits each table at most once, so
-   every table holds every change exactly once;
+1. the batch is cached (sorted by source table: each table's decoder reads only the cached batches holding its
+   records), and one aggregation finds its source tables (the topic's last segment, or canal's and Maxwell's
+   `table` field: those topics carry several tables), their record counts and a sample record each;
+2. per source table (kept by `including` / `excluding`), named `<database>.<table prefix><source table>`, the table
+   is loaded, or created from its sample record (`create`); then the records of every table are decoded by one
+   plan (tablestore/spark/database_decode.py: each table's decoder, tablestore/spark/cdc_decode.py, with the
+   table's own schema) and written by one job (tablestore/spark/database_write.py), each table committed
+   *idempotently* (commit user `spark-txn-<app id>` from the checkpoint, identifier batch id + 1, as a
+   `txnAppId`/`txnVersion` write): one snapshot per table per micro-batch, and a micro-batch Spark runs again after a
+   restart commits each table at most once, so every table holds every change exactly once;
 3. a decoder error names a record: a schema change alters that table and writes it again (no restart of the
    query: tablestore/spark/ingest_evolve.py); a TRUNCATE (`ingest.truncate` = `apply`) empties it, records the
    barrier and writes it again (tablestore/spark/ingest_truncate.py); a bad record stops the job (`bad_records` =
@@ -35,11 +37,12 @@ import logstore
 from catalog import INGEST_TRUNCATE
 from tablestore.cdc import FORMATS, KnownSchema, known_schema
 from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
-from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
+from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE
+from tablestore.spark.database_decode import decode_tables
 from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
 from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
-from tablestore.spark.database_write import Committer, packed, table_of, target_of, write_tables
+from tablestore.spark.database_write import Committer, table_of, target_of, write_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,6 +107,10 @@ class DatabaseIngestProgress:
     schema_changes: list[str] = field(default_factory=list)
     truncates: int = 0
     last_batch_s: float | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """The driver's time in each phase of the micro-batches so far (find: the tables and samples; tables: loading
+    or creating them; plan: the
+    decoders; write: the job writing every table's files; commit: the tables' commits)."""
     elapsed_s: float = 0.0
     state: str = "resolve"
 
@@ -199,16 +206,22 @@ class DatabaseIngestJob:
         from pyspark.sql import functions as F
 
         began = time.monotonic()
-        # a Kafka partition per input partition: each table's write would scan every one of them; merged into a few
-        # (each keeps its records' order, so a key's changes stay in order)
+        # a Kafka partition per input partition: each table's write would scan every one of them; merged into a few,
+        # each sorted by route, then by Kafka position (a key's changes stay in order): the cache's batches keep
+        # each column's bounds, so each table's decoder scans only the batches holding its route instead of all
+        # of them (twenty tables: the micro-batch's records read once, not twenty times)
         slots = max(1, int(self.spark.sparkContext.defaultParallelism))
-        routed = df.coalesce(slots).select("*", F.expr(_ROUTES[self.config.format]).alias(ROUTE)).persist(
-            StorageLevel.MEMORY_AND_DISK)
+        routed = (df.coalesce(slots).select("*", F.expr(_ROUTES[self.config.format]).alias(ROUTE))
+                  .sortWithinPartitions(ROUTE, "topic", "partition", "offset")
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+        view = f"tablestore_ingest_database_{id(self)}_{batch_id}"
+        routed.createOrReplaceTempView(view)   # kept until the batch is written: see decode_tables
         try:
             sample = F.struct("topic", "partition", "offset", "key", "value")
             found = routed.groupBy(ROUTE).agg(
                 F.count(F.lit(1)).alias("n"),
                 F.first(F.when(F.col("value").isNotNull(), sample), ignorenulls=True).alias("sample")).collect()
+            self._phase("find", began)
             wanted = []
             for row in sorted(found, key=lambda r: str(r[ROUTE])):
                 source = row[ROUTE]
@@ -222,9 +235,10 @@ class DatabaseIngestJob:
                                       f"database")
                 wanted.append(row)
 
-            self._write(routed, wanted, batch_id)
+            self._write(routed.sparkSession, view, wanted, batch_id)
         finally:
             routed.unpersist()
+            routed.sparkSession.catalog.dropTempView(view)
         self.progress.batches += 1
         self.progress.last_batch_s = time.monotonic() - began
 
@@ -251,13 +265,13 @@ class DatabaseIngestJob:
         self._handles[name] = handle
         return handle
 
-    def _write(self, routed: "DataFrame", wanted: list[Any], batch_id: int) -> None:
+    def _write(self, session: "SparkSession", view: str, wanted: list[Any], batch_id: int) -> None:
         """The micro-batch's records of each wanted source table decoded and written into its table by one job,
         then each table committed (tablestore/spark/database_write.py); a decoder error naming a table alters or
         truncates it and the job runs again."""
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
+        started = time.monotonic()
         tables: list[tuple[Any, "CatalogTable", str]] = []
         for row in wanted:
             source = row[ROUTE]
@@ -268,40 +282,47 @@ class DatabaseIngestJob:
             if handle is not None:
                 self._sample(handle.identifier, record)
                 tables.append((row, handle, record.topic if record is not None else source))
+        self._phase("tables", started)
         while tables:
-            observations = [Observation(f"cdc-{i}") for i in range(len(tables))]
-
-            def decoder(i: int) -> "DataFrame":
-                row, handle, topic = tables[i]
+            began = time.monotonic()
+            observation = Observation("cdc")
+            specs = []
+            for row, handle, topic in tables:
                 name = handle.identifier
                 if name not in self._known:
                     self._known[name] = known_schemas(handle, self.config.format, self._samples.get(name, []))
-                spec = decode_spec(handle, self.config.format, self.config.bad_records, known=self._known[name],
-                                   before_images=False, barrier=read_barrier(handle, topic),
-                                   source_table=row[ROUTE] if self.config.format in _BY_RECORD else None)
-                return changes(routed.filter(F.col(ROUTE) == row[ROUTE]).drop(ROUTE), spec, observations[i])
-
-            with ThreadPoolExecutor(max(1, min(WRITERS, len(tables)))) as pool:   # the JVM analyses them in parallel
-                decoded = list(pool.map(decoder, range(len(tables))))
+                specs.append((row[ROUTE], decode_spec(
+                    handle, self.config.format, self.config.bad_records, known=self._known[name],
+                    before_images=False, barrier=read_barrier(handle, topic),
+                    source_table=row[ROUTE] if self.config.format in _BY_RECORD else None)))
+            rows = decode_tables(session, view, ROUTE, specs, observation)
             targets = [target_of(self._ref(handle.identifier), handle) for _, handle, _ in tables]
+            began = self._phase("plan", began)
             try:
-                messages = write_tables(packed(decoded), targets,
-                                        max(1, int(self.spark.sparkContext.defaultParallelism)))
+                messages = write_tables(rows, targets, max(1, int(self.spark.sparkContext.defaultParallelism)))
             except Exception as e:  # noqa: BLE001 - Spark's error text names the decoder's reason, or it is raised
                 tables = self._recovered(tables, str(e))
                 continue
+            began = self._phase("write", began)
             with ThreadPoolExecutor(max(1, min(WRITERS, len(tables)))) as pool:
                 for future in [pool.submit(self._committer.commit, handle, messages.get(i, []), batch_id)
                                for i, (_, handle, _) in enumerate(tables)]:
                     future.result()
-            for (row, handle, _), observation in zip(tables, observations):
-                metrics = observation.get
-                self.progress.rows += int(metrics.get("rows") or 0)
+            self._phase("commit", began)
+            metrics = observation.get
+            for i, (row, handle, _) in enumerate(tables):
+                self.progress.rows += int(metrics.get(f"rows_{i}") or 0)
                 if self.config.bad_records == "skip":
-                    self.progress.bad_records += int(metrics.get("bad") or 0)
+                    self.progress.bad_records += int(metrics.get(f"bad_{i}") or 0)
                 self.progress.tables[handle.identifier] = self.progress.tables.get(handle.identifier, 0) + int(row["n"])
                 self.progress.events += int(row["n"])
             return
+
+    def _phase(self, name: str, began: float) -> float:
+        """`name`'s time since `began` added to the progress; now."""
+        now = time.monotonic()
+        self.progress.phases_s[name] = self.progress.phases_s.get(name, 0.0) + now - began
+        return now
 
     def _sample(self, name: str, record: logstore.KafkaRecord | None) -> None:
         """Keep `record` as a sample of its table's schemas: the decoder's fast path for records like it."""

@@ -3,9 +3,8 @@ ingest, not the `managed` data source): per micro-batch a table costs a decoder 
 its planning and its Python workers of its own.
 
 The protocol, per micro-batch (tablestore/spark/database_sync.py runs it):
-1. the driver unions each table's decoded changes (tablestore/spark/cdc_decode.py `changes`, over the micro-batch's
-   cached rows of that table), each table's rows packed in a struct column of its own (`__r<i>`: `_row_kind` and its
-   columns; null in the other tables' rows) beside the table's index `__t`;
+1. the micro-batch's records are decoded into every table by one plan (tablestore/spark/database_decode.py): the
+   table's index `__t` beside its changes (`_row_kind` and its columns) in slots shared by the tables;
 2. `mapInArrow`: each task writes its rows of each table with the file store's writer (`FileStoreWrite`, on the
    sequence numbers the driver read from the table's latest snapshot, shifted by the task's stride; unchanged values
    looked up at that snapshot) and answers one row per table it wrote: the commit messages, pickled;
@@ -21,7 +20,6 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
@@ -30,6 +28,7 @@ import pyarrow.compute as pc
 from filestore import CommitMessage, FileStoreWrite, Partition
 from logstore import ROW_KIND_COLUMN
 from tablestore.convert import checked_row_kinds, value_kinds
+from tablestore.spark.database_decode import SLOT, TABLE_INDEX, Layout, Packed
 from tablestore.spark.source_options import TableRef
 from tablestore.spark.write import SEQUENCE_STRIDE, WRITE_CHUNK_ROWS, SparkWriteError, _TaskSequences
 from tablestore.write_target import WriteTarget
@@ -40,49 +39,38 @@ if TYPE_CHECKING:
 
     from catalog import CatalogTable
 
-TABLE_INDEX = "__t"
 MESSAGES = pa.schema([pa.field(TABLE_INDEX, pa.int32()), pa.field("messages", pa.binary())])
 MESSAGES_DDL = f"{TABLE_INDEX} INT, messages BINARY"
 
 
 @dataclass(frozen=True)
 class TableTarget:
-    """What a task needs to write one table: where it is, the snapshot its sequence numbers continue from, and the
-    columns its struct holds."""
+    """What a task needs to write one table: where it is and the snapshot its sequence numbers continue from."""
 
     ref: TableRef
     base_snapshot_id: int | None
     committed: tuple[tuple[tuple[Partition, int], int], ...]
-    columns: tuple[str, ...]
 
 
 def target_of(ref: TableRef, handle: "CatalogTable") -> TableTarget:
     store = handle.store
     base = store.snapshots.latest()
     committed = store.live_files(base).max_sequence_numbers()
-    return TableTarget(ref, None if base is None else base.id, tuple(sorted(committed.items())),
-                       tuple(handle.schema.arrow_schema.names))
+    return TableTarget(ref, None if base is None else base.id, tuple(sorted(committed.items())))
 
 
-def packed(tables: Sequence["DataFrame"]) -> "DataFrame":
-    """The union of the tables' changes (`_row_kind` + columns each), table i's rows in struct `__r<i>`."""
-    from pyspark.sql import functions as F
-
-    parts = [df.select(F.lit(i).cast("int").alias(TABLE_INDEX), F.struct("*").alias(f"__r{i}"))
-             for i, df in enumerate(tables)]
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-
-
-def write_tables(rows: "DataFrame", targets: Sequence[TableTarget], tasks: int) -> dict[int, list[CommitMessage]]:
+def write_tables(rows: Packed, targets: Sequence[TableTarget], tasks: int) -> dict[int, list[CommitMessage]]:
     """Steps 1-2: the packed rows written by one job of `tasks` tasks (the union's partitions merged, each keeping
     its rows' order: a key's changes, all in one of them, stay in order); per table index, its commit messages."""
     found: dict[int, list[CommitMessage]] = {}
-    for row in rows.coalesce(tasks).mapInArrow(_task(tuple(targets)), MESSAGES_DDL).collect():
+    job = rows.rows.coalesce(tasks).mapInArrow(_task(tuple(targets), rows.layout), MESSAGES_DDL)
+    for row in job.collect():
         found.setdefault(int(row[TABLE_INDEX]), []).extend(pickle.loads(row["messages"]))
     return found
 
 
-def _task(targets: tuple[TableTarget, ...]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _task(targets: tuple[TableTarget, ...],
+          layout: Layout) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
@@ -95,8 +83,9 @@ def _task(targets: tuple[TableTarget, ...]) -> Callable[[Iterator[pa.RecordBatch
             for batch in batches:
                 index = batch.column(TABLE_INDEX)
                 for i in pc.unique(index).to_pylist():
-                    rows = pa.Table.from_struct_array(
-                        batch.filter(pc.equal(index, pa.scalar(i, pa.int32()))).column(f"__r{i}"))
+                    mine = batch.filter(pc.equal(index, pa.scalar(i, pa.int32())))
+                    rows = pa.Table.from_arrays([mine.column(SLOT.format(slot)) for _, slot in layout[i]],
+                                                names=[name for name, _ in layout[i]])
                     writers.setdefault(i, _TableWrite(targets[i], task)).add(rows)
             done = [(i, pickle.dumps(writer.finish())) for i, writer in sorted(writers.items())]
         for i, messages in done:
@@ -179,4 +168,4 @@ def table_of(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-__all__ = ["Committer", "TableTarget", "packed", "table_of", "target_of", "write_tables"]
+__all__ = ["Committer", "TableTarget", "table_of", "target_of", "write_tables"]

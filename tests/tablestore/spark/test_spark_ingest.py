@@ -274,9 +274,12 @@ def test_the_failure_s_first_decoder_marker_decides_what_it_is() -> None:
 
 def _canal(table: str, type_: str, rows: list[dict[str, str]], old: list[dict[str, str]] | None = None,
            database: str = "shop_db") -> bytes:
-    """A canal-json record of table `<database>.<table>` (a: id, name; b: id, sku, qty), as canal writes it."""
-    types = {"a": {"id": "int(11)", "name": "varchar(32)"},
-             "b": {"id": "int(11)", "sku": "varchar(16)", "qty": "int(11)"}}[table]
+    """A canal-json record of table `<database>.<table>` (a: id, name, and note once added; b: id, sku, qty; c: id,
+    city), as canal writes it."""
+    types = {"a": {"id": "int(11)", "name": "varchar(32)", "note": "varchar(64)"},
+             "b": {"id": "int(11)", "sku": "varchar(16)", "qty": "int(11)"},
+             "c": {"id": "int(11)", "city": "varchar(32)"}}[table]
+    types = {k: v for k, v in types.items() if k in {name for row in rows for name in row}}
     return json.dumps({"data": rows, "old": old, "database": database, "table": table, "type": type_,
                        "isDdl": False, "pkNames": ["id"], "mysqlType": types, "es": 1700000000000,
                        "ts": 1700000000001}).encode()
@@ -343,3 +346,37 @@ def test_ingest_database_routes_canal_records_by_database_and_table(
     with pytest.raises(IngestError) as failed:
         job(tmp_path / "two").run()
     assert "source tables 'other_db.a' and 'shop_db.a' both go to table 'wh_db.a'" in str(failed.value)
+
+
+@pytest.mark.timeout(900)
+def test_ingest_database_skips_a_bad_record_of_one_table_and_evolves_another_in_one_micro_batch(
+        spark: Any, tmp_path: Path, kafka_bootstrap: str) -> None:
+    """One micro-batch of three tables: a value table b's column cannot hold (skipped and counted once, b's other
+    rows kept), a new column in table a (a altered, the batch written again), table c untouched by either."""
+    from tablestore.spark.database_sync import DatabaseIngestConfig, DatabaseIngestJob
+
+    topic = _topic(kafka_bootstrap, partitions=1)
+    _produce(kafka_bootstrap, topic, [(None, r) for r in (
+        _canal("a", "INSERT", [{"id": "1", "name": "one"}]),
+        _canal("b", "INSERT", [{"id": "1", "sku": "s", "qty": "2"}]),
+        _canal("c", "INSERT", [{"id": "1", "city": "Lyon"}]))])
+    config = DatabaseIngestConfig(
+        database="wh_db", topic_pattern=topic, bootstrap_servers=kafka_bootstrap, warehouse=str(tmp_path),
+        format="canal-json", create=True, available_now=True, bad_records="skip",
+        catalog_options={"log.properties.bootstrap.servers": kafka_bootstrap})
+    DatabaseIngestJob(spark, config).run()   # the tables, created from their first records
+    _produce(kafka_bootstrap, topic, [(None, r) for r in (
+        _canal("b", "INSERT", [{"id": "2", "sku": "t", "qty": "many"}]),
+        _canal("a", "INSERT", [{"id": "2", "name": "two", "note": "new column"}]),
+        _canal("b", "INSERT", [{"id": "3", "sku": "u", "qty": "5"}]),
+        _canal("c", "UPDATE", [{"id": "1", "city": "Nice"}], old=[{"city": "Lyon"}]))])
+    progress = DatabaseIngestJob(spark, config).run()
+    assert progress.bad_records == 1, progress
+    assert progress.schema_changes == ["wh_db.a: add column note string"], progress
+    assert progress.tables == {"wh_db.a": 1, "wh_db.b": 2, "wh_db.c": 1}, progress
+    cat = tablestore.Catalog(str(tmp_path))
+    assert sorted(cat.get_table("wh_db.a").read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "name": "one", "note": None}, {"id": 2, "name": "two", "note": "new column"}]
+    assert sorted(cat.get_table("wh_db.b").read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "sku": "s", "qty": 2}, {"id": 3, "sku": "u", "qty": 5}]
+    assert cat.get_table("wh_db.c").read().to_pylist() == [{"id": 1, "city": "Nice"}]
