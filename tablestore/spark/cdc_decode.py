@@ -203,7 +203,8 @@ _VIEWS = itertools.count()
 
 def _on_view(raw: "DataFrame", text: Any) -> "DataFrame":
     """`spark.sql(text(view))` where `view` names `raw` (a temporary view of its own, dropped once the query is
-    analysed: the DataFrame keeps the plan)."""
+    analysed: the DataFrame keeps the plan). Not for a cached `raw`: dropping a temporary view uncaches the data
+    cached under its plan (Spark's `dropTempView`); keep a view of it instead (database_decode.decode_tables)."""
     view = f"tablestore_cdc_{os.getpid()}_{next(_VIEWS)}"
     raw.createOrReplaceTempView(view)
     try:

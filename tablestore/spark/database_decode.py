@@ -1,8 +1,8 @@
 """The records of one `ingest-database` micro-batch decoded into every table they hold by one plan: each table's
 decoder (tablestore/spark/cdc_decode.py `decode_sql`, over the batch's rows of its route) is a branch of one
 `UNION ALL`, written as one SQL text with the bad-record policy and the metrics of every table, so that Spark
-analyses the micro-batch's decoding once (a DataFrame per table, then a union of them, analysed the growing plan
-again at every step: 0.5 s a table).
+analyses the micro-batch's decoding once (a DataFrame per table, then a union of them, had Spark analyse the growing
+plan again at every step).
 
 The union's rows are the tables' changes in shared *slots*: `__t` (the table's index), then a table's columns of
 one Spark type in that type's slots, in order (`slots`), so the union is as wide as the widest table per type, not

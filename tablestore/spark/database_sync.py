@@ -109,8 +109,8 @@ class DatabaseIngestProgress:
     last_batch_s: float | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
     """The driver's time in each phase of the micro-batches so far (find: the tables and samples; tables: loading
-    or creating them; plan: the
-    decoders; write: the job writing every table's files; commit: the tables' commits)."""
+    or creating them; plan: the decoders; write: the job writing every table's files; commit: the tables'
+    commits)."""
     elapsed_s: float = 0.0
     state: str = "resolve"
 
