@@ -5,10 +5,12 @@ Tests that use `kafka_bootstrap` are marked `@pytest.mark.kafka`."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Iterator
 
+import free_ports
 import hang_watchdog
 import pytest
 import s3_server as s3_server_module
@@ -18,18 +20,34 @@ from logstore import broker
 from logstore.errors import BrokerToolMissingError
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def _own_broker_per_worker() -> None:
     """Under pytest-xdist (`-n N`, as scripts/dev.py runs the suite) each worker process has its own session and so
     its own broker: worker `gwK` moves the port by 20*K and keeps its state in a folder of its own, so one worker's
-    broker stopping at its end never pulls the broker from under another."""
+    broker stopping at its end never pulls the broker from under another. A port some other process holds (the
+    developer's own `tablestore kafka start` on 19092, as the README tells them to run) is left alone: the worker
+    takes a free pair instead."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw"):
         return
     index = int(worker[2:])
     port = broker.default_port() + 20 * index
-    os.environ["TABLESTORE_KAFKA_PORT"] = str(port)
-    os.environ.pop("TABLESTORE_KAFKA_CONTROLLER_PORT", None)
     os.environ["TABLESTORE_KAFKA_DIR"] = f"{broker.run_dir()}-{worker}"
+    os.environ.pop("TABLESTORE_KAFKA_CONTROLLER_PORT", None)
+    running = broker.status()   # this worker's broker left running by an interrupted run is reused where it is
+    if running is not None:
+        port = int(running.rsplit(":", 1)[1])
+    elif not (_bindable(port) and _bindable(port + 1)):
+        port = free_ports.free_port_pair()
+    os.environ["TABLESTORE_KAFKA_PORT"] = str(port)
 
 
 _own_broker_per_worker()

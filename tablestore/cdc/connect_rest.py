@@ -67,7 +67,7 @@ def register_postgres(worker_url: str, name: str, *, host: str, port: int, user:
         "publication.name": slot,   # one publication per connector (the default name is shared by all of them)
         "publication.autocreate.mode": "filtered",
         "schema.include.list": ",".join(schemas),
-        "topic.creation.default.replication.factor": "1",   # the development broker creates no topic by itself
+        "topic.creation.default.replication.factor": "1",   # a broker that does not auto-create topics (the development broker does)
         "topic.creation.default.partitions": str(partitions),
         "tombstones.on.delete": "true",
     }

@@ -205,3 +205,15 @@ def test_a_cluster_id_that_starts_with_a_dash_still_formats(tmp_path: Path) -> N
         assert broker.start(tmp_path, port=_free_port(), timeout_s=60).startswith("127.0.0.1:")
     finally:
         broker.stop(tmp_path)
+
+
+@pytest.mark.kafka
+def test_a_plain_producer_writes_to_a_topic_nobody_created(kafka_bootstrap: str) -> None:
+    """The development broker creates a topic on first use (Kafka's default): a producer, or a Debezium connector
+    without `topic.creation.*`, writes to a new topic at once (issue 52: it used to stall and send nothing)."""
+    topic = f"test-auto-{uuid.uuid4().hex[:12]}"
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    failures: list[object] = []
+    producer.produce(topic, b"first", on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    assert producer.flush(30) == 0 and failures == []
+    assert _consume_until(kafka_bootstrap, topic, "read_committed", b"first") == [b"first"]

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 import tablestore
 from log_helpers import SCHEMA, changes, drop_created_tables, kafka_catalog, row, rows
 from logstore.errors import LogStoreError
-from logstore.kafka import KafkaAdmin
+from logstore.kafka import KafkaAdmin, producer_config
 from logstore.store import LogStore
 
 CLOSED_PORT = "127.0.0.1:1"
@@ -56,6 +57,23 @@ def test_topic_is_created_and_deleted_with_the_table(tmp_path: Path, kafka_boots
     cat.drop_table("db.orders")
     assert not topic_exists(kafka_bootstrap, topic, wait_for=False)
     assert not cat.table_exists("db.orders")
+
+
+@pytest.mark.kafka
+def test_a_dropped_tables_topic_stays_dropped_on_a_broker_that_auto_creates(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The development broker auto-creates topics; a table's producer never asks it to, so a writer still holding
+    the dropped table's topic fails instead of bringing the topic back."""
+    cat = kafka_catalog(tmp_path, kafka_bootstrap)
+    topic = cat.create_table("db.gone", SCHEMA, options={"bucket": "1"}).describe()["log"]["topic"]  # type: ignore[index]
+    cat.drop_table("db.gone")
+    assert not topic_exists(kafka_bootstrap, topic, wait_for=False)
+    producer = Producer(producer_config({"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": "3000"}, None))
+    errors: list[object] = []
+    producer.produce(topic, b"late", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    assert len(errors) == 1 and errors[0] is not None
+    time.sleep(1)
+    assert not topic_exists(kafka_bootstrap, topic, wait_for=False, within_s=1)
 
 
 @pytest.mark.kafka
