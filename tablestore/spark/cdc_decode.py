@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 BAD_RECORD = "TABLESTORE_CDC_BAD_RECORD"
 """Opens a bad record's error message (`SCHEMA_CHANGE`, from cdc_formats, a schema change's)."""
+NOT_JSON = "not valid JSON (a record cut short or not JSON at all)"
+"""The reason given for a record whose value does not parse as JSON, whatever its format."""
 TS, ERROR, TOPIC, PARTITION, OFFSET = "__cdc_ts_ms", "__cdc_error", "__cdc_topic", "__cdc_partition", "__cdc_offset"
 FIRST = "__cdc_first"
 """True on the first row image of its record (a record's first data row, first kind): a record counts once."""
@@ -156,14 +158,17 @@ def decode_sql(spec: DecodeSpec, source: str) -> str:
     q = _Query(f"SELECT {', '.join(keep)}, topic AS {TOPIC}, partition AS {PARTITION}, offset AS {OFFSET}, "
                f"value IS NULL AS tomb, value FROM {source}", [*keep, TOPIC, PARTITION, OFFSET, "tomb", "value"])
     parse = plan.parse or (((("e", f"from_json(CAST(value AS STRING), {lit(plan.envelope)})"),),))
-    for i, step in enumerate(parse):
-        last = i == len(parse) - 1
-        q.select(*[c for c in q.columns if not (last and c == "value")], *[(once(sql), name) for name, sql in step])
+    for step in parse:
+        q.select("*", *[(once(sql), name) for name, sql in step])
     for step in plan.pre:
         q.select("*", *[(sql, name) for name, sql in step])
     declared = plan.declared if any(_needs_declared(f.type) for f in spec.schema) else NO_DECLARED
     q.select("*", (other_table(spec, plan), "other"))   # another source table's: no rows
     q.select("*", (f"IF(other, NULL, {plan.error})", "rerr"))
+    # why a record fails is looked at only for a bad one: a value that does not parse at all (cut short) says so
+    q.select(*[c for c in q.columns if c not in ("value", "rerr")],
+             (f"IF(rerr IS NOT NULL AND NOT tomb AND get_json_object(CAST(value AS STRING), '$') IS NULL, "
+              f"{lit(NOT_JSON)}, rerr)", "rerr"))
     items = [(f"IF(rerr IS NOT NULL, array(CAST(NULL AS {ROWMAP})), IF(other, array(), {plan.items}))", "items")] \
         if plan.items is not None else []
     q.select(TOPIC, PARTITION, OFFSET, "rerr", (declared, "decl"), (f"CAST({plan.ts} AS BIGINT)", TS),

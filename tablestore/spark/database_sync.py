@@ -39,7 +39,7 @@ from tablestore.cdc import FORMATS, KnownSchema, known_schema
 from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE
 from tablestore.spark.database_decode import decode_tables
-from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
+from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve, stop_message
 from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
 from tablestore.spark.database_write import Committer, table_of, target_of, write_tables
@@ -188,7 +188,7 @@ class DatabaseIngestJob:
                         time.sleep(0.1)
                     query.stop()
         except StreamingQueryException as e:
-            raise IngestError(decoder_error(str(e))[1]) from None
+            raise IngestError(stop_message(str(e))) from None
         finally:
             self._committer.close()
         self.progress.state = "done"
@@ -342,7 +342,7 @@ class DatabaseIngestJob:
                 self._handles[fixed.identifier] = fixed
                 self._known.pop(fixed.identifier, None)
                 return [*tables[:i], (row, fixed, topic), *tables[i + 1:]]
-        raise IngestError(decoder_error(failure)[1])
+        raise IngestError(stop_message(failure))
 
     def _recover(self, handle: "CatalogTable", topic: str, failure: str) -> "CatalogTable":
         """After a failed write of `handle`'s records: the table altered for a schema change, or emptied for a

@@ -41,7 +41,7 @@ import logstore
 from catalog import INGEST_TRUNCATE
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
-from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve
+from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve, stop_message
 from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
 from tablestore.spark.ingest_progress import (IngestProgress, end_offsets, event_latencies, lag, last_progress,
@@ -159,7 +159,7 @@ class IngestJob:
                 self.state = self.progress_state(State.DONE)
                 self._report(started)
                 return self.progress
-            marker, message = decoder_error(failure)
+            marker, _ = decoder_error(failure)
             barrier = barrier_of(failure) if marker == TRUNCATE else None
             if barrier is not None and handle.options.get(INGEST_TRUNCATE) == "apply":
                 self.state = self.progress_state(State.TRUNCATE)
@@ -169,7 +169,7 @@ class IngestJob:
                          barrier.topic, barrier.partition, barrier.offset, deleted)
                 continue
             if marker != SCHEMA_CHANGE:
-                raise IngestError(message) from None
+                raise IngestError(stop_message(failure)) from None
             self.state = self.progress_state(State.EVOLVE)
             handle, change = evolve(ref, handle, failure, self.config.format, self._properties(), self._samples)
             self.progress.schema_changes.append(change)

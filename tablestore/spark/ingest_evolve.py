@@ -56,8 +56,15 @@ def decoder_error(failure: str) -> tuple[str | None, str]:
         head, traceback, rest = first.partition("Traceback (most recent call last)")
         raised = _PYTHON_ERROR.findall(failure) if traceback else []   # a Python error: its exception line
         return None, head + raised[-1] if raised else first
-    line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group("message"))
+    line = re.sub(r"\s*SQLSTATE: \w+", "", found.group("message"))
     return found.group("marker"), line.rstrip(" .'\"")
+
+
+def stop_message(failure: str) -> str:
+    """The one line a stopped job reports: a bad record's opened by BAD_RECORD (the name docs/cdc.md gives it, to
+    grep logs for), anything else as it is."""
+    marker, line = decoder_error(failure)
+    return f"{BAD_RECORD}: {line}" if marker == BAD_RECORD else line
 
 
 def message(failure: str) -> str:

@@ -154,7 +154,9 @@ def test_maxwell_json_as_flink_reads_it(spark: Any) -> None:
 
 
 @pytest.mark.parametrize("value, reason", [
-    ("not json", "not a Debezium change event (no 'op')"),
+    ("not json", "not valid JSON"),
+    ('{"before": null, "after": {"id": 2, "na', "not valid JSON"),   # a record cut short
+    ('{"before": null, "after": {"id": 2}}', "not a Debezium change event (no 'op')"),
     ('{"op": "x", "after": null, "before": null}', "unsupported op x"),
     ('{"op": "c", "after": null}', "op c without 'after'"),
     ('{"op": "c", "after": {"id": "x1"}}', "column id: cannot read 'x1' as INT"),
