@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
@@ -98,7 +99,7 @@ def _describe_text(d: dict[str, Any]) -> str:
         f"partitioned  {', '.join(d['partition_by']) or '(no)'}",
         f"buckets      {d['bucket']}",
     ]
-    lines += [f"log {key:<9}{value}" for key, value in d.get("log", {}).items()]
+    lines += [f"{'log ' + key:<12} {value}" for key, value in d.get("log", {}).items()]   # a space after any label
     lines += [f"option       {k} = {v}" for k, v in sorted(d["options"].items())]
     snap = d["latest_snapshot"]
     lines.append("snapshot     (none)" if snap is None else
@@ -289,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     given.add_argument("-e", dest="execute", metavar="SQL", help="run these statements and exit")
     given.add_argument("-f", dest="file", metavar="FILE", help="run the statements of this file and exit")
     sql.add_argument("--verbose", action="store_true", help="print the JVM stack of a failed statement (default: its "
-                     "message only; the stack goes to sql.log in the cache directory, ~/.cache/tablestore)")
+                     "message only; the stack goes to logs/sql.log in the cache directory, ~/.cache/tablestore)")
     sql.add_argument("spark_args", nargs=argparse.REMAINDER, help="after --: more spark-sql arguments")
     from tablestore.cli_ingest import add_arguments as ingest_arguments
 
@@ -323,8 +324,16 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return False
 
 
+_SQLSTATE = re.compile(r"\s*SQLSTATE: [0-9A-Z]{5}\b")
+"""Spark's error class code (P0001 of every raise_error) means nothing to a user of the CLI."""
+
+
 def _failure(argv: Sequence[str], error: BaseException, code: int) -> int:
-    message = str(error).strip().replace("\n", " ") or type(error).__name__
+    message = _SQLSTATE.sub("", str(error).strip().replace("\n", " ")) or type(error).__name__
+    logs = sys.modules.get("tablestore.spark.logs")   # a Spark session was started: its log holds the stacks
+    log = logs.active_log() if logs is not None else None   # type: ignore[attr-defined]
+    if log is not None:
+        message += f" (Spark's log: {log})"
     if _wants_json(argv):
         print(json.dumps({"error": message, "type": type(error).__name__, "exit_code": code}))
     else:

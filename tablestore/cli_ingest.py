@@ -91,9 +91,10 @@ def _common_arguments(p: argparse.ArgumentParser, database: bool = False) -> Non
                    help="an option of Spark's Kafka source (e.g. kafka.security.protocol=SSL); repeatable")
     p.add_argument("--master", default=None, help="Spark master (default: local[*])")
     p.add_argument("--conf", action="append", metavar="K=V", help="a Spark setting; repeatable")
-    p.add_argument("--spark-log-level", default="OFF", choices=("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG"),
-                   help="Spark's own log on stderr (default: OFF: the job reports its errors itself, in one line; "
-                        "a schema change it follows is no error)")
+    p.add_argument("--spark-log-level", default=None, choices=("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG"),
+                   help="Spark's own log on stderr at this level (default: none on the console: the job reports "
+                        "its errors itself, in one line, and Spark's log with every stack goes to "
+                        "~/.cache/tablestore/logs/spark.log)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",
                    help="print progress this often (default: %(default)s)")
 
@@ -150,6 +151,19 @@ def _settings(args: argparse.Namespace, usage_error: type[Exception]) -> tuple[s
         raise usage_error(str(e)) from None
 
 
+def _console_log(args: argparse.Namespace) -> None:
+    """Spark's log stays on the console (at --spark-log-level) when asked for, else goes to the log file."""
+    if args.spark_log_level is not None:
+        from tablestore.spark.logs import LOG_ENV
+
+        os.environ[LOG_ENV] = "console"
+
+
+def _log_level(spark: Any, args: argparse.Namespace) -> None:
+    if args.spark_log_level is not None:
+        spark.sparkContext.setLogLevel(args.spark_log_level)
+
+
 def run_database(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """`tablestore ingest-database`; `usage_error` is the CLI's usage error class (exit 1)."""
     import tablestore.spark
@@ -171,9 +185,10 @@ def run_database(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         starting_offsets=args.starting_offsets, bad_records=args.bad_records, kafka_options=kafka_options,
         table_options=table_options, catalog_options=catalog_options,
         max_offsets_per_trigger=args.max_offsets_per_trigger)
+    _console_log(args)
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest-database",
                                      **conf)
-    spark.sparkContext.setLogLevel(args.spark_log_level)
+    _log_level(spark, args)
     job = DatabaseIngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
     progress = _until_signalled(job, spark)
     print(json.dumps({"summary": vars(progress)}, default=str) if args.output == "json"
@@ -227,8 +242,10 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         bad_records=args.bad_records, kafka_options=kafka_options, table_options=table_options,
         catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger,
         source_table=args.source_table)
-    spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest", **conf)
-    spark.sparkContext.setLogLevel(args.spark_log_level)
+    _console_log(args)
+    spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest",
+                                     **conf)
+    _log_level(spark, args)
     job = IngestJob(spark, config, on_progress=_printer(args.output, args.progress_every))
     progress = _until_signalled(job, spark)
     if args.output == "json":

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Mapping
 
+from tablestore.spark import logs
 from tablestore.spark.jar import jar_path
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
     ``.option("warehouse", ...)``. If a session is already running in this process, Spark returns it and applies
     only the settings that can change at runtime: a new jar or warehouse needs `spark.stop()` first.
 
+    A session this call starts writes Spark's log and the JVM's stderr to a log file (`tablestore.spark.logs`:
+    `~/.cache/tablestore/logs/spark.log`), not the console, unless `TABLESTORE_SPARK_LOG=console`.
+
     The catalog's options (`s3.endpoint`, `s3.access-key`, ...: docs/options.md) are settings with the catalog's
     prefix (``**{"spark.sql.catalog.managed.s3.endpoint": "http://..."}``): they reach the Python workers and the
     catalog service (`catalog_environment`) and Spark's own S3A file system (`fs.s3a.*`).
@@ -116,6 +120,10 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
 
         jars += [str(j) for j in kafka_jars() if str(j) not in jars]
     settings["spark.jars"] = ",".join([str(jar_path()), *jars])
+    logs.quiet_python()
+    if logs.quiet_wanted():
+        logs.set_active(logs.launch_quiet_gateway({**settings, "spark.master": master or "local[*]",
+                                                   "spark.app.name": app_name}))
     builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

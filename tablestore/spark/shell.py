@@ -7,7 +7,7 @@ Errors in `tablestore sql`: spark-sql prints a failed statement's message, then 
 catalog error, whose cause is the Python catalog's) unless the shell is silent (`-S`); and Spark's own log prints a
 failed task's stack on the console too. So `tablestore sql` starts it silent, which prints the message alone, with a
 log4j2 configuration (`log_config`) that writes Spark's log (WARN and above) and the stack of every failed statement
-(spark-sql's driver logs it at DEBUG) to `SQL_LOG` in the cache directory instead of the console. `--verbose` starts
+(spark-sql's driver logs it at DEBUG) to `logs/sql.log` in the cache directory instead of the console. `--verbose` starts
 it as spark-sql starts by default: its log and the stacks on the console.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from tablestore.spark.jar import SparkJarError, cache_dir, jar_path
+from tablestore.spark import logs
+from tablestore.spark.jar import SparkJarError, jar_path
 from tablestore.spark.sessions import (
     CATALOG_CLASS, CATALOG_CONF, EXTENSIONS_CLASS, EXTENSIONS_CONF, REQUIRED_CONF, WAREHOUSE_CONF,
 )
@@ -51,31 +52,9 @@ def spark_sql_executable() -> Path:
     return path
 
 
-SQL_LOG = "sql.log"
-"""The log of `tablestore sql` in the cache directory: each failed statement with its stack."""
-_LOG_CONFIG = """# tablestore sql: Spark's log (WARN and above, and every failed statement's stack) in the log file only
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.append = true
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c: %m%n%ex
-logger.sqldriver.name = org.apache.spark.sql.hive.thriftserver.SparkSQLDriver
-logger.sqldriver.level = debug
-"""
-
-
 def log_config() -> tuple[Path, Path]:
-    """(the log4j2 configuration of `tablestore sql`, the log it writes), written to the cache directory."""
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    log, config = directory / SQL_LOG, directory / "sql-log4j2.properties"
-    text = _LOG_CONFIG.format(log=log)
-    if not config.exists() or config.read_text() != text:
-        config.write_text(text)
-    return config, log
+    """(the log4j2 configuration of `tablestore sql`, the log it writes: `<cache>/logs/sql.log`)."""
+    return logs.log_config("sql")
 
 
 def spark_sql_command(*, warehouse: str, execute: str | None = None, file: str | None = None,

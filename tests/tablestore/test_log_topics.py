@@ -2,7 +2,10 @@
 DESCRIBE, a broker that is not there, and the `latest` and `from-timestamp` scans."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -138,6 +141,15 @@ def test_describe_names_the_log_system_and_topic(tmp_path: Path, kafka_bootstrap
     # a fresh catalog reading the stored table sees the same log
     again = tablestore.Catalog(str(tmp_path / "wh")).get_table("db.t")
     assert again.describe()["log"] == log
+
+    # `tablestore describe`'s text: a label, then at least one space, then its value (issue 52: "log bootstrap127...")
+    from tablestore.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["describe", "db.t", "--warehouse", str(tmp_path / "wh")]) == 0
+    lines = out.getvalue().splitlines()
+    assert f"log bootstrap {kafka_bootstrap}" in [" ".join(line.split()) for line in lines]
+    assert all(re.match(r"^\S+( \S+)? +\S", line) for line in lines if line.startswith("log ")), lines
 
 
 # -- a broker that is not there -------------------------------------------------------------------
