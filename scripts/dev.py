@@ -78,12 +78,30 @@ def _venv(path: Path, requirements: list[str]) -> Path:
         if _run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]) != 0:
             sys.exit("pip upgrade failed")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + " ".join(requirements).encode()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
-        return python
-    if _run([str(python), "-m", "pip", "install", "--quiet", *requirements]) != 0:
-        sys.exit(f"installing tablestore into {path} failed")
-    stamp.write_text(digest)
+    if not (stamp.exists() and stamp.read_text() == digest):
+        if _run([str(python), "-m", "pip", "install", "--quiet", *requirements]) != 0:
+            sys.exit(f"installing tablestore into {path} failed")
+        stamp.write_text(digest)
+    _launchers_use_their_venv(path)
     return python
+
+
+_LAUNCHER_MARK = "# tablestore: PySpark's launchers run this venv's python"
+
+
+def _launchers_use_their_venv(path: Path) -> None:
+    """PySpark's pip-installed launchers (`pyspark`, `spark-submit`, `spark-sql`, ...) all source `find-spark-home`,
+    which runs `python3` from PATH to find Spark: outside an activated venv that is the system's Python, which has no
+    PySpark, and `.venv/bin/pyspark` fails. The venv's bin is put first on their PATH."""
+    script = path / "bin" / "find-spark-home"
+    if not script.exists():
+        return
+    text = script.read_text()
+    if _LAUNCHER_MARK in text:
+        return
+    head, _, rest = text.partition("\n")
+    line = f'PATH="$(cd "$(dirname "$0")" && pwd):$PATH"; export PATH  {_LAUNCHER_MARK}'
+    script.write_text(f"{head}\n{line}\n{rest}")
 
 
 # "compat" editable installs put the repository on sys.path (a .pth entry) instead of an import hook: PySpark finds

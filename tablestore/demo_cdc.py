@@ -108,19 +108,60 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q)) if values else float("nan")
 
 
+def _rows(state: DemoState, job: Any) -> list[tuple[str, str]]:
+    p = job.progress
+    return [
+        ("source events produced", f"{state.produced:,}" + (" (done)" if state.done_producing else "")),
+        ("ingest", f"{p.events:,} events, {p.events_per_s:,.0f}/s, Kafka lag {p.lag if p.lag is not None else '?'}"
+                   f", {p.snapshots} snapshots, last commit {p.last_commit_s or 0:.2f} s ({p.state})"),
+        ("schema changes", ", ".join(p.schema_changes) or "-"),
+        ("downstream", f"{state.downstream_changes:,} changes, {len(state.revenue)} customers"),
+        ("compaction", f"{state.compactions} runs, {state.compaction_conflicts} lost a race and retried"),
+    ]
+
+
 def _view(state: DemoState, job: Any, started: float) -> Any:
     from rich.table import Table
 
-    p = job.progress
     view = Table(title=f"tablestore demo: {TOPIC} -> {TABLE} -> revenue per customer "
                        f"({time.monotonic() - started:.0f} s)", show_header=False)
-    view.add_row("source events produced", f"{state.produced:,}" + (" (done)" if state.done_producing else ""))
-    view.add_row("ingest", f"{p.events:,} events, {p.events_per_s:,.0f}/s, Kafka lag {p.lag if p.lag is not None else '?'}"
-                           f", {p.snapshots} snapshots, last commit {p.last_commit_s or 0:.2f} s ({p.state})")
-    view.add_row("schema changes", ", ".join(p.schema_changes) or "-")
-    view.add_row("downstream", f"{state.downstream_changes:,} changes, {len(state.revenue)} customers")
-    view.add_row("compaction", f"{state.compactions} runs, {state.compaction_conflicts} lost a race and retried")
+    for key, value in _rows(state, job):
+        view.add_row(key, value)
     return view
+
+
+class _Status:
+    """Progress while the demo runs: rich's live box on a terminal, else (piped: a box redrawn in a file runs into
+    the lines after it) a plain line every `PLAIN_EVERY_S`."""
+
+    PLAIN_EVERY_S = 5.0
+
+    def __init__(self, console: Any, state: DemoState, job: Any) -> None:
+        self.console, self.state, self.job = console, state, job
+        self.started = time.monotonic()
+        self.printed = 0.0
+        self.live: Any = None
+
+    def __enter__(self) -> "_Status":
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(_view(self.state, self.job, self.started), console=self.console, refresh_per_second=2)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.live is not None:
+            self.live.update(_view(self.state, self.job, self.started))
+        elif force or now - self.printed >= self.PLAIN_EVERY_S:
+            self.printed = now
+            line = "; ".join(f"{k}: {v}" for k, v in _rows(self.state, self.job))
+            self.console.print(f"[{now - self.started:4.0f} s] {line}", markup=False, soft_wrap=True)
 
 
 def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: float = 60.0, keys: int = 5000,
@@ -130,7 +171,6 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
     `bootstrap_servers`: a Kafka cluster of your own, used as it is; unset, the project's own broker (started for
     the demo and stopped after it unless it was running). `master`: Spark's master URL (`spark://host:7077`)."""
     from rich.console import Console
-    from rich.live import Live
 
     import tablestore.spark
     from tablestore.spark.ingest import IngestConfig, IngestJob
@@ -180,12 +220,11 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
                    threading.Thread(target=_compact_now_and_then, args=(table, state, stop), daemon=True)]
         for t in threads:
             t.start()
-        t0 = time.monotonic()
         expected = shop.revenue_by_customer
-        with Live(_view(state, job, t0), console=console, refresh_per_second=2) as live:
+        with _Status(console, state, job) as status:
             deadline = None
             while ingest.is_alive() and not state.errors:
-                live.update(_view(state, job, t0))
+                status.update()
                 if down.exception() is not None:
                     state.errors.append(f"downstream query: {down.exception()}")
                 time.sleep(0.5)
@@ -199,7 +238,7 @@ def run_cdc_demo(*, warehouse: str | None = None, rate: int = 2000, seconds: flo
             down.stop()
             for t in threads:   # the report reads the shop's state, which the producer changes until it ends
                 t.join(60)
-            live.update(_view(state, job, t0))
+            status.update(force=True)
         return _report(console, shop, table, state, job, producer)
     finally:
         if own_warehouse:

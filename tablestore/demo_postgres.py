@@ -294,7 +294,7 @@ class _Status:
         else:
             self.printed = now
             self.console.print(f"[{now - self.started:4.0f} s] " + "; ".join(f"{k}: {v}" for k, v in self._lines()),
-                               markup=False)
+                               markup=False, soft_wrap=True)   # piped: one line, never wrapped at 80
 
     def _lines(self) -> list[tuple[str, str]]:
         c, p, s = self.shop.counts, self.job.progress, self.state
