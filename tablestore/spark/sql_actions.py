@@ -78,10 +78,13 @@ def compact(args: Mapping[str, Any]) -> dict[str, Any]:
     """Synchronous compaction, as `tablestore compact` (full by default: every bucket of the selected partitions
     becomes one sorted run; `full => false` runs the universal compaction picker instead)."""
     table = _table(args)
-    full = args.get("full")
-    report = maintenance.compact(table, full=True if full is None else bool(full), partitions=_specs(args.get(
-        "partitions")))
-    return _compact_result(report, args)
+    full = True if args.get("full") is None else bool(args.get("full"))
+    specs = _specs(args.get("partitions"))
+    if args.get("where") is not None and not specs:   # OPTIMIZE ... WHERE that selects no partition
+        nothing = {"files": 0, "bytes": 0, "max_runs_per_bucket": 0}
+        return _compact_result({"table": table.name, "snapshot_id": None, "full": full, "before": nothing,
+                                "after": nothing, "seconds": 0.0}, args)
+    return _compact_result(maintenance.compact(table, full=full, partitions=specs), args)
 
 
 def compact_commit(args: Mapping[str, Any]) -> dict[str, Any]:

@@ -174,3 +174,36 @@ def test_statements_resolve_names_in_the_current_catalog_and_database(spark: Any
     assert (detail["name"], detail["num_files"], compact["files_after"]) == (orders, 6, 2)
     with pytest.raises(Exception, match="PARSE_SYNTAX_ERROR|Syntax error"):   # not a managed table: Spark's parser
         spark.sql("ALTER TABLE spark_catalog.default.nope COMPACT")
+
+
+def test_paimon_s_sys_procedures_are_the_system_ones(spark: Any, orders: str) -> None:
+    """Paimon's procedure namespace: `CALL sys.compact(...)`, qualified or in the managed catalog (issue 52)."""
+    names = [r["procedure_name"] for r in rows(spark, "SHOW PROCEDURES IN managed.sys")]
+    assert names == ["compact", "expire_snapshots", "describe_detail"]
+    [row] = rows(spark, f"CALL managed.sys.compact(table => '{orders}', partitions => 'dt=2024-01-02')")
+    assert (row["files_before"], row["files_after"]) == (3, 1)
+    spark.sql(f"USE managed.{orders.split('.')[0]}")
+    try:
+        [expired] = rows(spark, f"CALL sys.expire_snapshots(table => '{orders}', retain_last => 2)")
+    finally:
+        spark.sql("USE spark_catalog.default")
+    assert expired["expired_ids"] == [1, 2]
+
+
+def test_delta_s_describe_history_and_optimize(spark: Any, orders: str) -> None:
+    """`DESCRIBE HISTORY` (the commits, newest first, as `$snapshots` has them) and `OPTIMIZE t [WHERE ...]` (a
+    compaction of the partitions the predicate selects, which may name partition columns only), as in Delta."""
+    history = rows(spark, f"DESCRIBE HISTORY managed.{orders}")
+    assert [(h["snapshot_id"], h["kind"]) for h in history] == [(3, "APPEND"), (2, "APPEND"), (1, "APPEND")]
+    assert [h["snapshot_id"] for h in rows(spark, f"describe history managed.{orders} limit 1;")] == [3]
+
+    [row] = rows(spark, f"OPTIMIZE managed.{orders} WHERE dt >= '2024-01-02' AND dt < '2025'")
+    assert (row["snapshot_id"], row["partitions"], row["files_before"], row["files_after"]) == (
+        4, "dt=2024-01-02", 3, 1)
+    [none] = rows(spark, f"OPTIMIZE managed.{orders} WHERE dt > '2030'")
+    assert (none["snapshot_id"], none["files_before"]) == (None, 0)   # nothing selected: nothing compacted
+    with pytest.raises(Exception, match=r"WHERE may name partition columns only \(dt\), not amount"):
+        spark.sql(f"OPTIMIZE managed.{orders} WHERE amount > 1").collect()
+    [whole] = rows(spark, f"optimize managed.{orders};")
+    assert (whole["snapshot_id"], whole["files_after"]) == (5, 2)
+    assert [h["kind"] for h in rows(spark, f"DESCRIBE HISTORY managed.{orders}")][:2] == ["COMPACT", "COMPACT"]

@@ -18,17 +18,20 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The procedures of the managed catalog ({@code CALL managed.system.<name>(...)}), each one action of the Python
+ * The procedures of the managed catalog ({@code CALL managed.system.<name>(...)}, or Paimon's {@code sys.<name>}),
+ * each one action of the Python
  * helper ({@code tablestore.spark.sql_actions}) whose result rows come back as the one LocalScan Spark accepts:
  * <pre>
- *   compact(table, partitions => 'k=v[,k=v...][;...]', full => true)     synchronous compaction, files before/after
- *                                                                       (on the executors: {@link CompactJob})
+ *   compact(table, partitions => 'k=v[,k=v...][;...]', full => true,    synchronous compaction, files before/after
+ *           where => 'dt &gt;= ...')                                     (on the executors: {@link CompactJob})
  *   expire_snapshots(table, retain_last => n)                           how many snapshots expired
  *   describe_detail(table, partition => 'k=v[,...]')                    DESCRIBE DETAIL (the parser's rewrite)
  * </pre>
  */
 public final class Procedures {
     static final String NAMESPACE = "system";
+    /** Paimon's procedure namespace ({@code CALL sys.compact(...)}): the same procedures. */
+    static final String PAIMON_NAMESPACE = "sys";
 
     private record Param(String name, DataType type, String defaultValue, String comment) {
     }
@@ -44,7 +47,9 @@ public final class Procedures {
             List.of(table, new Param("partitions", DataTypes.StringType, "NULL",
                     "partition specs 'column=value[,column=value...]', several separated by ';' (default: all)"),
                 new Param("full", DataTypes.BooleanType, "true",
-                    "merge every sorted run of a bucket into one (false: the universal compaction picker)"))));
+                    "merge every sorted run of a bucket into one (false: the universal compaction picker)"),
+                new Param("where", DataTypes.StringType, "NULL",
+                    "a predicate on partition columns selecting the partitions (Paimon's `where`; OPTIMIZE ... WHERE)"))));
         DEFINITIONS.put("expire_snapshots", new Definition("expires old snapshots and deletes the files only they use",
             List.of(table, new Param("retain_last", DataTypes.IntegerType, "NULL",
                 "keep the newest n snapshots (default: the table's snapshot.num-retained/time-retained options)"))));
@@ -57,7 +62,7 @@ public final class Procedures {
     }
 
     public static UnboundProcedure load(ManagedCatalog catalog, Identifier ident) {
-        Definition definition = ident.namespace().length == 1 && ident.namespace()[0].equalsIgnoreCase(NAMESPACE)
+        Definition definition = ours(ident.namespace())
             ? DEFINITIONS.get(ident.name().toLowerCase(java.util.Locale.ROOT)) : null;
         if (definition == null) {
             throw Errors.unchecked(new PythonServiceException("NoSuchProcedure", "procedure " + catalog.name() + "."
@@ -67,14 +72,19 @@ public final class Procedures {
     }
 
     public static Identifier[] list(String[] namespace) {
-        if (namespace.length != 1 || !namespace[0].equalsIgnoreCase(NAMESPACE)) {
+        if (!ours(namespace)) {
             return new Identifier[0];
         }
         List<Identifier> out = new ArrayList<>();
         for (String name : DEFINITIONS.keySet()) {
-            out.add(Identifier.of(new String[] {NAMESPACE}, name));
+            out.add(Identifier.of(new String[] {namespace[0].toLowerCase(java.util.Locale.ROOT)}, name));
         }
         return out.toArray(new Identifier[0]);
+    }
+
+    private static boolean ours(String[] namespace) {
+        return namespace.length == 1
+            && (namespace[0].equalsIgnoreCase(NAMESPACE) || namespace[0].equalsIgnoreCase(PAIMON_NAMESPACE));
     }
 
     private static List<String> qualified(ManagedCatalog catalog) {
@@ -139,7 +149,17 @@ public final class Procedures {
                 extra.add(p.name());
                 extra.add(input.isNullAt(i) ? null : valueOf(input, i, p.type()));
             }
-            if (name.equals("compact") && CompactJob.onExecutors()) {   // the buckets rewritten by Spark tasks
+            boolean none = false;   // OPTIMIZE ... WHERE that selects no partition: nothing to rewrite
+            if (name.equals("compact") && extra.get(7) != null) {
+                if (extra.get(3) != null) {
+                    throw Errors.unchecked(new PythonServiceException("InvalidArgument", "compact of table '"
+                        + extra.get(1) + "': give partitions or where, not both"));
+                }
+                String selected = OptimizeWhere.partitions(catalog, (String) extra.get(1), (String) extra.get(7));
+                extra.set(3, selected);
+                none = "".equals(selected);
+            }
+            if (name.equals("compact") && !none && CompactJob.onExecutors()) {   // the buckets rewritten by Spark tasks
                 return Collections.<Scan>singletonList(ResultScan.of(CompactJob.run(catalog, (String) extra.get(1),
                     (String) extra.get(3), (Boolean) extra.get(5)))).iterator();
             }

@@ -12,7 +12,10 @@ import java.util.function.Function;
  * <pre>
  *   DESCRIBE DETAIL [TABLE] name [PARTITION (k = v, ...)]   -&gt;  CALL cat.system.describe_detail(table =&gt; 'db.t', partition =&gt; 'k=v,...')
  *   ALTER TABLE name [PARTITION (k = v, ...)] COMPACT         -&gt;  CALL cat.system.compact(table =&gt; 'db.t', partitions =&gt; 'k=v,...')
+ *   OPTIMIZE name [WHERE predicate]                           -&gt;  CALL cat.system.compact(table =&gt; 'db.t', where =&gt; 'predicate')
+ *   DESCRIBE HISTORY name [LIMIT n]                           -&gt;  SELECT * FROM cat.db.`t$snapshots` ORDER BY snapshot_id DESC [LIMIT n]
  * </pre>
+ * ({@code OPTIMIZE} and {@code DESCRIBE HISTORY} are Delta's statements.)
  * Keywords in any case, names plain or backticked, comments, a trailing semicolon. Anything else, and names that
  * are not tables of a managed catalog, are not rewritten ({@code null}): the delegate parser sees them unchanged.
  * Pure (no Spark state): the caller resolves names.
@@ -49,6 +52,10 @@ final class SqlRewrite {
         if (set != null) {
             return set;
         }
+        int start = afterComments(sql);
+        if (sql.regionMatches(true, start, "OPTIMIZE", 0, 8)) {
+            return optimize(sql.substring(start), resolve);
+        }
         if (!startsWithOurKeyword(sql)) {
             return null;   // cheap: most statements (a long INSERT ... VALUES) are never tokenized
         }
@@ -64,6 +71,9 @@ final class SqlRewrite {
         List<String> name;
         Map<String, String> spec;
         if (accept("DESCRIBE") || accept("DESC")) {
+            if (accept("HISTORY")) {
+                return history(resolve);
+            }
             if (!accept("DETAIL")) {
                 return null;
             }
@@ -105,6 +115,51 @@ final class SqlRewrite {
                 .append(literal(String.join(",", pairs)));
         }
         return call.append(")").toString();
+    }
+
+    /** DESCRIBE HISTORY [TABLE] name [LIMIT n]: the table's commits, newest first, as {@code $snapshots} has them. */
+    private String history(Function<List<String>, String[]> resolve) {
+        accept("TABLE");
+        List<String> name = name();
+        String limit = null;
+        if (accept("LIMIT")) {
+            if (pos >= tokens.size() || tokens.get(pos).kind != Kind.NUMBER) {
+                return null;
+            }
+            limit = tokens.get(pos++).text;
+        }
+        while (accept(";")) {
+            // trailing semicolons
+        }
+        String[] table = name == null || pos != tokens.size() ? null : resolve.apply(name);
+        if (table == null) {
+            return null;
+        }
+        return "SELECT * FROM " + quoteName(table[0]) + "." + quoteName(table[1]) + "." + quoteName(table[2] + "$snapshots")
+            + " ORDER BY snapshot_id DESC" + (limit == null ? "" : " LIMIT " + limit);
+    }
+
+    private static final java.util.regex.Pattern OPTIMIZE = java.util.regex.Pattern.compile(
+        "(?is)^OPTIMIZE\\s+(.+?)(?:\\s+WHERE\\s+(.+?))?[\\s;]*$");
+
+    /** OPTIMIZE name [WHERE predicate]: the predicate goes to Spark as it is written (it may hold any SQL). */
+    private static String optimize(String sql, Function<List<String>, String[]> resolve) {
+        java.util.regex.Matcher m = OPTIMIZE.matcher(sql);
+        if (!m.matches()) {
+            return null;
+        }
+        List<Token> nameTokens = tokenize(m.group(1));
+        if (nameTokens == null) {
+            return null;
+        }
+        SqlRewrite parser = new SqlRewrite(nameTokens);
+        List<String> name = parser.name();
+        String[] table = name == null || parser.pos != nameTokens.size() ? null : resolve.apply(name);
+        if (table == null) {
+            return null;
+        }
+        return "CALL " + quoteName(table[0]) + ".system.compact(table => " + literal(table[1] + "." + table[2])
+            + (m.group(2) == null ? "" : ", where => " + literal(m.group(2).trim())) + ")";
     }
 
     private boolean accept(String keyword) {
@@ -183,6 +238,12 @@ final class SqlRewrite {
     }
 
     private static boolean startsWithOurKeyword(String sql) {
+        int i = afterComments(sql);
+        return sql.regionMatches(true, i, "DESC", 0, 4) || sql.regionMatches(true, i, "ALTER", 0, 5);
+    }
+
+    /** The index of the statement's first character after leading whitespace and comments. */
+    private static int afterComments(String sql) {
         int i = 0;
         int n = sql.length();
         while (i < n) {
@@ -198,7 +259,7 @@ final class SqlRewrite {
                 break;
             }
         }
-        return sql.regionMatches(true, i, "DESC", 0, 4) || sql.regionMatches(true, i, "ALTER", 0, 5);
+        return i;
     }
 
     static String literal(String text) {
