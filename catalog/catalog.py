@@ -317,6 +317,26 @@ class Catalog:
                 return self.get_table(identifier)
         raise InvalidTableError(f"table {identifier!r}: the schema changed concurrently too often; retry")
 
+    def rename_table(self, identifier: str, new_identifier: str) -> None:
+        """The table under a new name, in its database or another one (ALTER TABLE ... RENAME TO): its files move
+        with it (`FileIO.move_dir`: one rename on a file system; on an object store a copy, schema last, then the
+        old files removed, schema first). Its Kafka topic keeps its name (`log.topic`): the log and its readers go
+        on. A writer still holding the old name fails at its next commit; nothing committed is lost."""
+        db, name = parse_identifier(identifier)
+        new_db, new_name = parse_identifier(new_identifier)
+        if not self.table_exists(identifier):
+            raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse} (renaming it to "
+                                     f"{new_identifier!r})")
+        if not self.database_exists(new_db):
+            raise DatabaseNotFoundError(f"database {new_db!r} does not exist (renaming table {identifier!r} to "
+                                        f"{new_identifier!r})")
+        target = self._table_path(new_db, new_name)
+        if self.table_exists(new_identifier) or self.io.exists(target):
+            raise TableAlreadyExistsError(f"table {new_identifier!r} already exists (renaming {identifier!r})")
+        schema_dir = TablePaths(self._table_path(db, name)).schema_dir
+        self.io.move_dir(self._table_path(db, name), target, last=lambda path: path.startswith(schema_dir + "/"))
+        log.info("renamed table %s to %s", identifier, new_identifier)
+
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         if not self.table_exists(identifier):
             if ignore_if_not_exists:

@@ -21,7 +21,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 import fsspec
 import pyarrow as pa
@@ -171,6 +171,21 @@ class FileIO:
     def delete_dir(self, path: str) -> None:
         if self.fs.exists(path):
             self.fs.rm(path, recursive=True)
+
+    def move_dir(self, src: str, dst: str, last: Callable[[str], bool]) -> None:
+        """`src` renamed `dst` (which must not exist). A local file system renames the directory in one atomic step.
+        An object store has no rename: every file is copied, those `last` names (the files that make a directory a
+        table) after the others, then removed from `src`, those first; so neither name ever holds a partial table."""
+        if self._local:
+            self.fs.makedirs(self._parent(dst), exist_ok=True)
+            os.rename(src, dst)   # atomic; refuses a non-empty dst
+            return
+        files = [f.path for f in self.walk_files(src)]
+        for path in sorted(files, key=last):
+            self.fs.copy(path, dst + path[len(src):])
+        for path in sorted(files, key=lambda p: not last(p)):
+            self.delete(path)
+        self.delete_dir(src)
 
     def arrow_fs(self) -> pafs.FileSystem:
         """The same file system as a pyarrow FileSystem, for Parquet/ORC IO. Local files are opened memory-mapped: a

@@ -78,5 +78,12 @@ class Catalog:
         return Table(self._catalog.alter_table(identifier, add_columns=add_columns,
                                                alter_column_types=alter_column_types), catalog=self._catalog)
 
+    def rename_table(self, identifier: str, new_identifier: str) -> None:
+        """Rename a table, within its database or into another ('db.t' -> 'db2.u'), as Spark SQL's and Paimon's
+        ALTER TABLE ... RENAME TO: its files and snapshots move with it (on an object store, a copy then a delete:
+        neither name shows a partial table meanwhile); its Kafka topic keeps its name, so its log and readers carry
+        on. TableNotFoundError, TableAlreadyExistsError or DatabaseNotFoundError otherwise."""
+        self._catalog.rename_table(identifier, new_identifier)
+
     def drop_table(self, identifier: str, ignore_if_not_exists: bool = False) -> None:
         self._catalog.drop_table(identifier, ignore_if_not_exists)

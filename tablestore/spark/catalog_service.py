@@ -29,7 +29,8 @@ import catalog
 import filestore
 from tablestore.spark.profiling import profiled
 from tablestore.spark.sql_actions import ACTIONS as SQL_ACTIONS
-from tablestore.spark.sql_tables import alter_table, create_table, drop_table, load_table, table_catalog
+from tablestore.spark.sql_tables import (alter_table, create_table, drop_table, load_table, rename_table,
+                                         table_catalog)
 from tablestore.spark import handover
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ CATALOG_ACTIONS: dict[str, Action] = {
     "commit_stream_write": commit_stream_write,
     "commit_batch_write": commit_batch_write,
     "drop_table": drop_table,
+    "rename_table": rename_table,
     "alter_table": alter_table,
     "ping": lambda args: "pong",
 }

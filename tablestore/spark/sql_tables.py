@@ -182,6 +182,12 @@ def drop_table(args: Mapping[str, Any]) -> bool:
     return True
 
 
+def rename_table(args: Mapping[str, Any]) -> bool:
+    """ALTER TABLE ... RENAME TO (catalog.Catalog.rename_table): `table` to `new_table`."""
+    table_catalog(args).rename_table(identifier(args), identifier({"table": args.get("new_table")}))
+    return True
+
+
 def alter_table(args: Mapping[str, Any]) -> dict[str, Any]:
     """SET / UNSET TBLPROPERTIES: the options `catalog.options.ALTERABLE` names; the comment. ADD COLUMNS and ALTER
     COLUMN ... TYPE (`add_columns`, `column_types`: Spark StructTypes as JSON): one `catalog.Catalog.alter_table`,

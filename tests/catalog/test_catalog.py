@@ -11,6 +11,7 @@ import pytest
 
 import tablestore
 from catalog import ALL_OPTIONS
+from rename_case import rename_case
 from tablestore import (
     CatalogError,
     DatabaseAlreadyExistsError,
@@ -290,3 +291,8 @@ def test_session_options_are_defaults_and_table_options_win(tmp_path: Path) -> N
 def test_bad_session_options_are_rejected(tmp_path: Path, options: dict[str, str]) -> None:
     with pytest.raises(InvalidOptionError):
         tablestore.Catalog(str(tmp_path), options=options)
+
+
+def test_rename_table(cat: tablestore.Catalog, tmp_path: Path) -> None:
+    rename_case(cat)
+    assert not (tmp_path / "db.db" / "old").exists() and not (tmp_path / "db.db" / "new").exists()

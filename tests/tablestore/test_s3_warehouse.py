@@ -201,3 +201,14 @@ def test_the_cli_reaches_an_s3_warehouse_with_option_flags_or_the_environment(
 
     assert cli.main(["--warehouse", s3_warehouse, "--option", "bucket=2", "describe", "db.t"]) == 1
     assert "not a catalog option" in capsys.readouterr().err
+
+
+def test_rename_table_on_s3_copies_then_removes(s3_warehouse: str, s3_server: S3Server) -> None:
+    """An object store has no rename: the objects are copied (the schema last) then removed (the schema first)."""
+    from rename_case import rename_case
+
+    cat = _catalog(s3_warehouse, s3_server)
+    cat.create_database("db")
+    rename_case(cat)
+    prefix = s3_warehouse.removeprefix("s3://")
+    assert not [p for p in s3_server.fs().find(prefix) if "/db.db/old/" in p or "/db.db/new/" in p]

@@ -218,6 +218,21 @@ def test_drop_by_either_side_removes_for_both(spark: Any, python_catalog: tables
     spark.sql(f"DROP TABLE IF EXISTS managed.{db}.sq")
 
 
+def test_alter_table_rename_to(spark: Any, python_catalog: tablestore.Catalog, db: str) -> None:
+    """ALTER TABLE ... RENAME TO, as in Spark and Paimon (issue 52): a bare new name stays in the table's
+    database; the data and its history move; the Python API sees it."""
+    spark.sql(f"CREATE TABLE managed.{db}.a (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED)")
+    spark.sql(f"INSERT INTO managed.{db}.a VALUES (1, 'x'), (2, 'y')")
+    spark.sql(f"ALTER TABLE managed.{db}.a RENAME TO b")
+    assert rows(spark, f"SHOW TABLES IN managed.{db}") == [(db, "b", False)]
+    assert rows(spark, f"SELECT id, v FROM managed.{db}.b ORDER BY id") == [(1, "x"), (2, "y")]
+    spark.sql(f"ALTER TABLE managed.{db}.b RENAME TO {db}.c")
+    spark.sql(f"INSERT INTO managed.{db}.c VALUES (3, 'z')")
+    assert python_catalog.get_table(f"{db}.c").read().num_rows == 3 and not python_catalog.table_exists(f"{db}.b")
+    spark.sql(f"CREATE TABLE managed.{db}.d (id BIGINT)")
+    assert "already exists" in error_of(spark, f"ALTER TABLE managed.{db}.c RENAME TO d")
+
+
 @pytest.mark.kafka
 def test_drop_table_removes_its_topic(spark: Any, python_catalog: tablestore.Catalog, db: str,
                                       kafka_bootstrap: str) -> None:

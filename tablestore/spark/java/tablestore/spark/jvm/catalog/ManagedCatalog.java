@@ -358,8 +358,9 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
 
     @Override
     public void renameTable(Identifier from, Identifier to) {
-        throw Errors.unchecked(new PythonServiceException("UnsupportedOperation",
-            "RENAME TABLE is not supported by the managed catalog (the table's topic and files carry its name)"));
+        // RENAME TO u (no database): in the table's own database, as Paimon's catalog reads it
+        Identifier target = to.namespace().length == 0 ? Identifier.of(from.namespace(), to.name()) : to;
+        call("rename_table", args("table", tableName(from), "new_table", tableName(target)));
     }
 
     // -- procedures ----------------------------------------------------------------------------
