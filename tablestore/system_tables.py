@@ -1,10 +1,19 @@
 """A table's metadata as tables, as Paimon's system tables show it: `$schemas`, `$options`, `$partitions`,
-`$buckets`, `$manifests` and `$audit_log` (`$snapshots` and `$files` are `Table.snapshots()` / `Table.files()`).
+`$buckets`, `$manifests` and `$audit_log`, plus `$latest_changes` (`$snapshots` and `$files` are
+`Table.snapshots()` / `Table.files()`).
 
 Each is one read of the owner of the data (the schema manager, the table's options, the latest snapshot's live
-files and manifests, the latest snapshot's changes) returned as a `pyarrow.Table` whose column names are Paimon's
+files and manifests, its merged rows, its changes) returned as a `pyarrow.Table` whose column names are Paimon's
 where the concept is the same. The Spark SQL catalog serves them as `` db.`t$<name>` `` (tablestore/spark/
-sql_actions.py), the Python API as `Table.system_table(name)`.
+sql_actions.py), the CLI as `tablestore system db.t <name>`, the Python API as `Table.system_table(name)`.
+
+- `audit_log` (Paimon's meaning): every live row of the latest snapshot (the merged read `Table.read()` gives)
+  behind a first column `rowkind`, the row kind of the record that won the merge for its key. The file store keeps
+  only ADD or DELETE per record (on-disk `_VALUE_KIND`, filestore.meta.ValueKind: +I and +U are both written as
+  ADD, tablestore.convert.value_kinds) and the merged read drops deletes, so every live row is `+I` (Paimon, whose
+  files keep +U, would show `+U` for a row last written as an update).
+- `latest_changes` (ours): the changes the latest snapshot committed, `_row_kind` (+I/-U/+U/-D) and the table's
+  columns, as its changelog (tablestore.snapshot_changes); empty when it is a compaction.
 """
 from __future__ import annotations
 
@@ -100,9 +109,23 @@ def manifests(handle: "CatalogTable") -> pa.Table:
                                   "schema_id": m.schema_id} for m in live.manifests], MANIFESTS)
 
 
+AUDIT_LOG_ROW_KIND = "rowkind"
+"""The first column of `$audit_log`, named as Paimon's."""
+
+
 def audit_log(handle: "CatalogTable") -> pa.Table:
+    """Every live row of the latest snapshot, as `Table.read()` gives them (all partitions), behind a first column
+    `rowkind`: `+I` for each, as the file store keeps no other kind of a live record (see the module's doc)."""
+    store = handle.store
+    rows = store.new_read().to_table(store.new_scan().plan(store.snapshots.latest()))
+    kinds = pa.repeat(pa.scalar("+I", pa.string()), rows.num_rows)
+    return rows.add_column(0, pa.field(AUDIT_LOG_ROW_KIND, pa.string(), False), kinds)
+
+
+def latest_changes(handle: "CatalogTable") -> pa.Table:
     """The latest snapshot's changes: `_row_kind` (+I/-U/+U/-D) and the table's columns, as the changelog of that
-    commit (tablestore.snapshot_changes, what a stream of the table's changes reads for a snapshot)."""
+    commit (tablestore.snapshot_changes, what a stream of the table's changes reads for a snapshot); nothing for a
+    compaction."""
     store = handle.store
     schema = pa.schema([pa.field(logstore.ROW_KIND_COLUMN, pa.string(), False), *store.schema.arrow_schema])
     latest = store.snapshots.latest()
@@ -115,7 +138,7 @@ def audit_log(handle: "CatalogTable") -> pa.Table:
 
 SYSTEM_TABLES: dict[str, Callable[["CatalogTable"], pa.Table]] = {
     "schemas": schemas, "options": options, "partitions": partitions, "buckets": buckets,
-    "manifests": manifests, "audit_log": audit_log,
+    "manifests": manifests, "audit_log": audit_log, "latest_changes": latest_changes,
 }
 """The system tables this module owns, by name (without the `$`)."""
 

@@ -315,7 +315,9 @@ class Table:
         return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
 
     def system_table(self, name: str) -> pa.Table:
-        """Paimon's system table `name`: schemas, options, partitions, buckets, manifests or audit_log."""
+        """The system table `name` (tablestore.system_tables): Paimon's schemas, options, partitions, buckets,
+        manifests or audit_log (every live row, `rowkind` first), or latest_changes (the latest snapshot's
+        changelog)."""
         return system_table(self._handle, name)
 
     def files(self, snapshot_id: int | None = None) -> list[dict[str, object]]:

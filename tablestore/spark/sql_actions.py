@@ -2,8 +2,8 @@
 (`tablestore.spark.catalog_service`, which merges `ACTIONS` into its dispatch table): procedures
 (`CALL managed.system.compact / expire_snapshots / describe_detail`), `DELETE FROM` and the system tables
 `t$snapshots` / `t$files` / `t$schemas` / `t$options` / `t$partitions` / `t$buckets` / `t$manifests` /
-`t$audit_log` (tablestore.system_tables). Each is a thin call to the Python owner (`tablestore.maintenance`,
-`Table`), so SQL and the CLI report the same numbers and raise the same errors.
+`t$audit_log` / `t$latest_changes` (tablestore.system_tables). Each is a thin call to the Python owner
+(`tablestore.maintenance`, `Table`), so SQL and the CLI report the same numbers and raise the same errors.
 
 Every action takes the request's args ("warehouse", "options": the catalog's `table-storage.*` session options,
 "table": "db.t", and its own) and returns a result for a Spark `LocalScan`:
@@ -185,7 +185,8 @@ _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING", pa
 
 def _arrow_result(table: pa.Table) -> dict[str, Any]:
     """An Arrow system table as a result: timestamps as epoch milliseconds; a column type the result protocol does
-    not carry (dates, decimals, binary, ... of `$audit_log`'s table columns) as its text."""
+    not carry (dates, decimals, binary, ... of the table columns of `$audit_log` and `$latest_changes`) as its
+    text."""
     columns: list[tuple[str, str]] = []
     values: list[list[Any]] = []
     for field, column in zip(table.schema, table.columns):

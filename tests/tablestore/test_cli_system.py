@@ -26,13 +26,18 @@ def warehouse(tmp_path: Path) -> str:
     return str(tmp_path)
 
 
-def test_system_partitions_and_audit_log_as_json(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_system_partitions_audit_log_and_latest_changes_as_json(warehouse: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--warehouse", warehouse, "--output", "json", "system", "db.t", "partitions"]) == 0
     parts = json.loads(capsys.readouterr().out)
     files = tablestore.Catalog(warehouse).get_table("db.t").files()
     assert [p["partition"] for p in parts] == ["dt=a", "dt=b"]
     assert sum(p["file_count"] for p in parts) == len(files)
     assert cli.main(["--warehouse", warehouse, "--output", "json", "system", "db.t", "audit_log"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert list(audit[0]) == ["rowkind", "id", "dt", "v"]                        # every live row, Paimon's way
+    assert sorted((r["rowkind"], r["id"], r["v"]) for r in audit) == [("+I", 1, "X"), ("+I", 2, "y")]
+    assert cli.main(["--warehouse", warehouse, "--output", "json", "system", "db.t", "latest_changes"]) == 0
     assert [(r["_row_kind"], r["id"], r["v"]) for r in json.loads(capsys.readouterr().out)] == [("-D", 3, "z")]
 
 
@@ -40,4 +45,5 @@ def test_system_options_as_text_and_an_unknown_name(warehouse: str, capsys: pyte
     assert cli.main(["--warehouse", warehouse, "system", "db.t", "options"]) == 0
     assert "key=bucket  value=2" in capsys.readouterr().out.splitlines()
     assert cli.main(["--warehouse", warehouse, "system", "db.t", "snapshotz"]) == 1   # a usage error
-    assert "invalid choice: 'snapshotz'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid choice: 'snapshotz'" in err and "'audit_log'" in err and "'latest_changes'" in err

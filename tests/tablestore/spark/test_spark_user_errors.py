@@ -243,8 +243,16 @@ def test_paimons_system_tables_show_what_was_written(spark: Any, db: str, spark_
     manifests = rows("manifests")
     assert sum(m["num_added_files"] for m in manifests) == len(files)
     assert all(m["file_name"].startswith("manifest-") for m in manifests)
-    audit = sorted((r["_row_kind"], r["id"], r["v"]) for r in rows("audit_log"))
-    assert audit == [("+I", 4, "d"), ("+U", 1, "A"), ("-U", 1, "a")]   # the last commit's changelog
-    assert table.system_table("audit_log").num_rows == 3                # the Python API's view
-    with pytest.raises(Exception, match=r"is not a system table.*\$schemas, \$options, \$partitions"):
+    latest = sorted((r["_row_kind"], r["id"], r["v"]) for r in rows("latest_changes"))
+    assert latest == [("+I", 4, "d"), ("+U", 1, "A"), ("-U", 1, "a")]   # the last commit's changelog
+    assert table.system_table("latest_changes").num_rows == 3           # the Python API's view
+    audit = spark.sql(f"SELECT * FROM managed.{db}.`t$audit_log`")
+    assert audit.columns == ["rowkind", "id", "v", "dt", "n"]           # Paimon's: every row with its row kind
+    live = [("+I", 1, "A", "x", None), ("+I", 2, "b", "x", None), ("+I", 3, "c", "y", None),
+            ("+I", 4, "d", "y", None)]
+    assert sorted(tuple(r) for r in audit.collect()) == live
+    assert table.compact(full=True) is not None                         # changes no row: all still show
+    assert sorted(tuple(r) for r in audit.collect()) == live and rows("latest_changes") == []
+    with pytest.raises(Exception, match=r"is not a system table.*\$schemas, \$options, \$partitions.*"
+                                        r"\$audit_log, \$latest_changes"):
         spark.sql(f"SELECT * FROM managed.{db}.`t$nope`").collect()
