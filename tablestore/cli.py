@@ -183,7 +183,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from tablestore.spark.shell import exec_spark_sql, spark_sql_command
+    from tablestore.spark.shell import run_spark_sql, spark_sql_command
 
     warehouse = args.warehouse or os.environ.get(WAREHOUSE_ENV)
     if not warehouse:
@@ -191,9 +191,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     extra = list(args.spark_args or [])
     if extra[:1] == ["--"]:
         extra = extra[1:]
-    exec_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra,
-                                     verbose=args.verbose))
-    return EXIT_OK   # not reached: spark-sql replaced this process
+    return run_spark_sql(spark_sql_command(warehouse=warehouse, execute=args.execute, file=args.file, extra=extra,
+                                           verbose=args.verbose), verbose=args.verbose)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

@@ -13,6 +13,8 @@ it as spark-sql starts by default: its log and the stacks on the console.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -72,9 +74,28 @@ def spark_sql_command(*, warehouse: str, execute: str | None = None, file: str |
     return [*command, *extra]
 
 
-def exec_spark_sql(command: Sequence[str]) -> None:
-    """Replace this process with `spark-sql` (its exit code is the command's)."""
+JVM_NOTICE = b"WARNING: Using incubator modules"
+"""What the JVM prints at every start of Spark 4 (its launcher adds `--add-modules=jdk.incubator.vector`): no flag
+turns it off, so `tablestore sql` drops that line of spark-sql's stderr (`--verbose` keeps it)."""
+
+
+def run_spark_sql(command: Sequence[str], *, verbose: bool = False) -> int:
+    """`spark-sql` as a child process, its exit code returned; its stdin and stdout are this process's (the
+    interactive shell keeps the terminal), its stderr passed on line by line without the JVM's start-up notice.
+    Ctrl-C is the shell's (it cancels a statement): this process ignores it and waits."""
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)   # executors' Python workers
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.execve(command[0], list(command), env)
+    if verbose:
+        return subprocess.call(list(command), env=env)
+    proc = subprocess.Popen(list(command), env=env, stderr=subprocess.PIPE)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if not line.startswith(JVM_NOTICE):
+                sys.stderr.buffer.write(line)
+                sys.stderr.buffer.flush()
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
