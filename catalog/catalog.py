@@ -12,7 +12,7 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -27,12 +27,12 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from catalog.evolution import evolve_schema
+from catalog.evolution import drop_columns, evolve_schema, rename_column
 from catalog.fs_options import environment_catalog_options, is_catalog_option, s3_settings
 from catalog.identifiers import check_name
 from catalog.merge_options import check_added_columns, check_merge_options
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
-from catalog.options import BUCKET, alter_options, session_defaults, validate_table_options
+from catalog.options import BUCKET, FIELDS, SEQUENCE_FIELD, alter_options, session_defaults, validate_table_options
 from catalog.table_options import TableOptions
 from filestore import (
     SYSTEM_COLUMNS, FileIO, FileStore, KeyCodec, KeyCodecError, SchemaManager, TablePaths, TableSchema,
@@ -77,6 +77,14 @@ class _SchemaHistory:
     def __call__(self) -> list[pa.Schema]:
         manager = SchemaManager(self.io, TablePaths(self.path))
         return [manager.get(i).arrow_schema for i in manager.schema_ids()]
+
+
+def _referenced(options: TableOptions) -> dict[str, str]:
+    """The columns the table's options name (column -> option key): they are never renamed or dropped."""
+    found = {c: SEQUENCE_FIELD.key for c in options.merge_engine().sequence_fields}
+    for key in options.map_option(FIELDS):
+        found.setdefault(key.rsplit(".", 1)[0], f"{FIELDS.key}.{key}")
+    return found
 
 
 _PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_date,
@@ -296,15 +304,39 @@ class Catalog:
         one retry on top of it); changes that change nothing (e.g. a column added again with its type) publish
         nothing. Files written before read under the new schema (filestore.evolution); the returned table, and
         every table loaded from now on, writes and logs the new columns."""
+        def change(table: CatalogTable) -> TableSchema | None:
+            new = evolve_schema(identifier, table.schema, add_columns, alter_column_types, RESERVED_COLUMNS)
+            if new is not None:
+                check_added_columns(identifier, table.options, [f.name for f in new.arrow_schema
+                                                                if f.name not in table.schema.arrow_schema.names])
+            return new
+        return self._evolve(identifier, change)
+
+    def rename_column(self, identifier: str, old: str, new: str) -> CatalogTable:
+        """Rename column `old` to `new` (ALTER TABLE ... RENAME COLUMN): it keeps its id, so rows written before
+        read their values under the new name (filestore.evolution). Never a primary-key, partition or bucket-key
+        column, nor one the table's options name; `new` must not be a column (it may be a dropped column's name).
+        A refused change is a SchemaEvolutionError naming the table and the column; nothing is published."""
+        return self._evolve(identifier, lambda t: rename_column(identifier, t.schema, old, new, RESERVED_COLUMNS,
+                                                                _referenced(t.options)))
+
+    def drop_column(self, identifier: str, *names: str) -> CatalogTable:
+        """Drop columns `names` (ALTER TABLE ... DROP COLUMN / DROP COLUMNS) in one schema change: they leave
+        the schema and their data is never read again, even by a column added later under the same name (a new id).
+        Never a primary-key, partition or bucket-key column, nor one the table's options name, nor any column of a
+        table without a primary key; a refused change is a SchemaEvolutionError and publishes nothing."""
+        return self._evolve(identifier, lambda t: drop_columns(identifier, t.schema, names, _referenced(t.options)))
+
+    def _evolve(self, identifier: str, change: Callable[[CatalogTable], TableSchema | None]) -> CatalogTable:
+        """Publish `change(table)` as the table's next schema (None: no change), once its log formats are checked
+        to carry it; a concurrent schema change makes this one retry on top of it (exclusive create)."""
         for _ in range(10):
             table = self.get_table(identifier)
-            new = evolve_schema(identifier, table.schema, add_columns, alter_column_types, RESERVED_COLUMNS)
+            new = change(table)
             if new is None:
                 return table
-            check_added_columns(identifier, table.options,
-                                [f.name for f in new.arrow_schema if f.name not in table.schema.arrow_schema.names])
             log_options = log_store_options(table.options, new.has_primary_key)
-            if log_options is not None:  # the log's formats must encode the new columns
+            if log_options is not None:  # the log's formats must encode the new schema
                 try:
                     check_format_options(identifier, log_options, new.arrow_schema, new.primary_keys)
                 except InvalidOptionError as e:

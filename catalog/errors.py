@@ -39,8 +39,9 @@ class InvalidOptionError(CatalogError):
 
 
 class SchemaEvolutionError(InvalidTableError):
-    """A schema change `Catalog.alter_table` refuses (a column that is not nullable, a name in use, a type that does
-    not widen, a key or partition column's type); names the table, the column and both types."""
+    """A schema change `Catalog.alter_table`, `rename_column` or `drop_column` refuses (a column that is not
+    nullable, a name in use, a type that does not widen, a key or partition column's type, a rename or drop of a key,
+    partition or bucket-key column); names the table, the column and both types."""
 
     def __init__(self, message: str, *, table: str, column: str, old_type: str | None = None,
                  new_type: str | None = None) -> None:

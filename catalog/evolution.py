@@ -10,7 +10,16 @@ A pure function of the current schema and the asked changes (no IO), so every ru
    partition columns never change type: the key codec (key bytes in manifests, the merge order) and the bucket hash
    depend on it. Nor do the columns of a table without a primary key that its bucket function hashes (the columns it
    was created with): the whole row is its key.
-3. Columns are identified by name: none is renamed, dropped or reordered.
+3. `rename_column`: a column keeps its id and data under a new name, which must be new (not a column, not
+   reserved); the name of a dropped column may be taken (it is another column: its id is new).
+4. `drop_columns`: the columns leave the schema; their ids are never given again (`highest_field_id`), so a column
+   added later under a dropped name reads null in rows written before, never the dropped data. At least one column
+   remains.
+5. Never renamed or dropped: primary-key and partition columns (the key codec, the bucket hash and the partition
+   paths depend on them), the columns a table without a primary key hashes into buckets (`bucket_key_columns`), and
+   columns its options name (`sequence.field`, `fields.<column>.*`: `referenced`). A table without a primary key
+   drops no column at all: its whole row is its key.
+6. Columns are identified by id (filestore.evolution); none is reordered.
 A refused change is a SchemaEvolutionError naming the table, the column and both types; nothing is published.
 """
 from __future__ import annotations
@@ -58,6 +67,7 @@ def evolve_schema(table: str, current: TableSchema, add_columns: Sequence[pa.Fie
         by_name[new.name] = len(fields)
         fields.append(new)
         added.append(new.name)
+    ids = current.field_ids + tuple(range(current.highest_field_id + 1, current.highest_field_id + 1 + len(added)))
     keys = set(current.primary_keys) | set(current.partition_keys)
     if not current.has_primary_key:
         keys |= set(current.bucket_key_columns)
@@ -91,4 +101,55 @@ def evolve_schema(table: str, current: TableSchema, add_columns: Sequence[pa.Fie
     if added and not current.has_primary_key and not bucket_keys:
         bucket_keys = tuple(current.arrow_schema.names)  # rows keep their buckets: the hash of the old columns
     return dataclasses.replace(current, id=current.id + 1, arrow_schema=schema, time_millis=0,
-                               bucket_keys=bucket_keys)
+                               bucket_keys=bucket_keys, field_ids=ids)
+
+
+def _fixed(table: str, current: TableSchema, name: str, what: str, referenced: Mapping[str, str]) -> None:
+    """SchemaEvolutionError when column `name` may not be renamed or dropped (module docstring, rule 5)."""
+    if name not in current.arrow_schema.names:
+        raise _error(table, name, None, None, f"cannot {what} column {name!r}: there is no such column (columns: "
+                                              f"{current.arrow_schema.names})")
+    type_ = current.arrow_schema.field(name).type
+    reason = ("a primary-key column" if name in current.primary_keys else
+              "a partition column" if name in current.partition_keys else
+              "a bucket-key column (a table without a primary key hashes the columns it was created with)"
+              if not current.has_primary_key and name in current.bucket_key_columns else
+              f"named by option {referenced[name]!r}" if name in referenced else
+              "a column of a table without a primary key, whose whole row is its key"
+              if what == "drop" and not current.has_primary_key else None)
+    if reason is not None:
+        raise _error(table, name, type_, None, f"cannot {what} column {name!r}: it is {reason}")
+
+
+def rename_column(table: str, current: TableSchema, old: str, new: str, reserved: Sequence[str],
+                  referenced: Mapping[str, str]) -> TableSchema | None:
+    """The schema after renaming column `old` to `new` (same id, same data), or None when `old` == `new`."""
+    _fixed(table, current, old, "rename", referenced)
+    if old == new:
+        return None
+    type_ = current.arrow_schema.field(old).type
+    if not isinstance(new, str) or not new:
+        raise _error(table, old, type_, None, f"cannot rename column {old!r} to {new!r}: not a column name")
+    if new in current.arrow_schema.names or new in reserved:
+        why = "the table has a column of that name" if new in current.arrow_schema.names else \
+            f"the name is reserved ({list(reserved)})"
+        raise _error(table, old, type_, None, f"cannot rename column {old!r} to {new!r}: {why}")
+    fields = [f.with_name(new) if f.name == old else f for f in current.arrow_schema]
+    return dataclasses.replace(current, id=current.id + 1, time_millis=0,
+                               arrow_schema=pa.schema(fields, metadata=current.arrow_schema.metadata))
+
+
+def drop_columns(table: str, current: TableSchema, names: Sequence[str],
+                 referenced: Mapping[str, str]) -> TableSchema:
+    """The schema without columns `names` (their ids retired: `highest_field_id` keeps them)."""
+    if not names:
+        raise _error(table, "", None, None, "drop_column needs at least one column")
+    for name in names:
+        if list(names).count(name) > 1:
+            raise _error(table, name, None, None, f"column {name!r} is dropped twice")
+        _fixed(table, current, name, "drop", referenced)
+    kept = [(i, f) for i, f in zip(current.field_ids, current.arrow_schema) if f.name not in names]
+    if not kept:
+        raise _error(table, names[0], None, None, f"cannot drop columns {list(names)}: no column would remain")
+    return dataclasses.replace(current, id=current.id + 1, time_millis=0, field_ids=tuple(i for i, _ in kept),
+                               arrow_schema=pa.schema([f for _, f in kept], metadata=current.arrow_schema.metadata))

@@ -73,8 +73,10 @@ class StoreContext:
         """How a file of schema `schema_id` reads under this context's schema (filestore.evolution)."""
         found = self._layouts.get(schema_id)
         if found is None:
-            file_schema = self.schema_of(schema_id).arrow_schema
-            found = self._layouts[schema_id] = FileLayout.of(schema_id, file_schema, self.schema.arrow_schema)
+            file_schema = self.schema_of(schema_id)
+            found = self._layouts[schema_id] = FileLayout.of(schema_id, file_schema.arrow_schema,
+                                                             self.schema.arrow_schema, file_schema.field_ids,
+                                                             self.schema.field_ids)
         return found
 
     # -- files ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from filestore import compact_pick
 from filestore.errors import FileStoreError, SchemaMismatchError
-from filestore.evolution import project_to
+from filestore.evolution import newer_names, project_to
 from filestore.keycodec_columns import signed_int_values, stored_as_signed_int
 from filestore.merge import COUNT, KIND, SEQ, expand_counts, merge, newest_run_winners, run_order
 from filestore.merge_rules import merge_by_engine
@@ -133,7 +133,8 @@ class SplitRead:
         s = self.context.schema
         newest = self.context.newest_schema(split.files)
         if newest.id != s.id:  # this handle is older than some of the files: merge under theirs, then project
-            newer = SplitRead(self.context.evolved(newest), self.columns, self.filter)
+            names = newer_names(s, newest, self.columns, self.filter, self.context.table_name)
+            newer = SplitRead(self.context.evolved(newest), names, self.filter)
             return project_to(newer.read(split), self.output_schema, self.context.table_name)
         single = self.single_run(split)
         pushed = self.filter is not None and (self._key_filter or single)

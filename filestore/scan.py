@@ -131,15 +131,17 @@ class FileStoreScan:
         # a file written under an older schema: its statistics are of its own types, and a column added since
         # reads as null in every row of it (filestore.evolution); a newer file's extra columns are not filtered on
         layout = None if entry.file.schema_id == self.context.schema.id else self.context.layout(entry.file.schema_id)
+        # (its statistics name its own columns: a renamed column's under its old name, a dropped one's too)
         for s in entry.file.stats:
-            if s.column not in self._skip_columns or s.column in self.context.schema.partition_keys:
+            name = s.column if layout is None else layout.target_names.get(s.column)
+            if name is None or name not in self._skip_columns or name in self.context.schema.partition_keys:
                 continue
-            type_ = self._types[s.column]
-            field = pc.field(s.column)
+            type_ = self._types[name]
+            field = pc.field(name)
             if s.min is None or s.max is None:
                 terms.append(field.is_null())
                 continue
-            file_type = layout.file_types.get(s.column, type_) if layout is not None else type_
+            file_type = layout.file_types.get(name, type_) if layout is not None else type_
             bounds = _bounds(s.min, s.max, file_type)
             if bounds is not None and not file_type.equals(type_):
                 bounds = _cast_bounds(bounds, type_)

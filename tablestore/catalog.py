@@ -78,6 +78,22 @@ class Catalog:
         return Table(self._catalog.alter_table(identifier, add_columns=add_columns,
                                                alter_column_types=alter_column_types), catalog=self._catalog)
 
+    def rename_column(self, identifier: str, old: str, new: str) -> Table:
+        """Rename column `old` to `new` (Spark SQL: ALTER TABLE ... RENAME COLUMN old TO new): rows written before
+        read their values under the new name; returns the table as changed. Never a primary-key, partition or
+        bucket-key column (the key codec, bucket hash and paths depend on them), nor a column the table's options
+        name; `new` must be a free name (a dropped column's is: that column is gone for good). A refused change is a
+        SchemaEvolutionError naming the table and the column, and publishes nothing."""
+        return Table(self._catalog.rename_column(identifier, old, new), catalog=self._catalog)
+
+    def drop_column(self, identifier: str, *names: str) -> Table:
+        """Drop columns `names` in one change (Spark SQL: ALTER TABLE ... DROP COLUMN c / DROP COLUMNS (c, d));
+        returns the table as changed. Their data is never read again: a column added later under the same name
+        is another column and reads null in the rows written before it. Never a primary-key, partition or
+        bucket-key column, nor a column the table's options name, nor any column of a table without a primary key
+        (its whole row is its key); refused: a SchemaEvolutionError, nothing published."""
+        return Table(self._catalog.drop_column(identifier, *names), catalog=self._catalog)
+
     def rename_table(self, identifier: str, new_identifier: str) -> None:
         """Rename a table, within its database or into another ('db.t' -> 'db2.u'), as Spark SQL's and Paimon's
         ALTER TABLE ... RENAME TO: its files and snapshots move with it (on an object store, a copy then a delete:

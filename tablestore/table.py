@@ -114,20 +114,31 @@ class Table:
         """Add a nullable column `name` of `type` at the end of the table's schema (rows written before read it as
         null). Adding a column that exists with this type does nothing; anything else refused is a
         SchemaEvolutionError (see `Catalog.alter_table`). This object sees the new schema at once."""
-        self._evolve(add_columns=[pa.field(name, type)], alter_column_types={})
+        self._evolve(lambda cat: cat.alter_table(self.name, add_columns=[pa.field(name, type)]))
 
     def alter_column_type(self, name: str, type: pa.DataType) -> None:
         """Widen column `name` to `type` (int8 -> int16 -> int32 -> int64, float32 -> float64, decimal(p, s) ->
         decimal(p', s) with p' > p; never a primary-key or partition column): rows written before read cast. A
         refused change is a SchemaEvolutionError naming the table, the column and both types."""
-        self._evolve(add_columns=[], alter_column_types={name: type})
+        self._evolve(lambda cat: cat.alter_table(self.name, alter_column_types={name: type}))
 
-    def _evolve(self, *, add_columns: Sequence[pa.Field], alter_column_types: Mapping[str, pa.DataType]) -> None:
+    def rename_column(self, old: str, new: str) -> None:
+        """Rename column `old` to `new`: rows written before read their values under the new name. Never a
+        primary-key, partition or bucket-key column; a refused change is a SchemaEvolutionError (see
+        `Catalog.rename_column`). This object sees the new schema at once."""
+        self._evolve(lambda cat: cat.rename_column(self.name, old, new))
+
+    def drop_column(self, *names: str) -> None:
+        """Drop columns `names`: their data is never read again, even by a column added later under the same
+        name. Never a primary-key, partition or bucket-key column; a refused change is a SchemaEvolutionError (see
+        `Catalog.drop_column`). This object sees the new schema at once."""
+        self._evolve(lambda cat: cat.drop_column(self.name, *names))
+
+    def _evolve(self, change: Callable[[_catalog.Catalog], _catalog.CatalogTable]) -> None:
         if self._catalog is None:
             raise TableStoreError(f"table {self.name!r}: this handle was not loaded from a Catalog; change its "
                                   f"schema with Catalog.alter_table")
-        self._reload(self._catalog.alter_table(self.name, add_columns=add_columns,
-                                               alter_column_types=alter_column_types))
+        self._reload(change(self._catalog))
 
     def _reload(self, handle: _catalog.CatalogTable) -> None:
         """Point this object at `handle` (the table loaded again). Its write session is closed: the next write

@@ -191,7 +191,9 @@ def rename_table(args: Mapping[str, Any]) -> bool:
 def alter_table(args: Mapping[str, Any]) -> dict[str, Any]:
     """SET / UNSET TBLPROPERTIES: the options `catalog.options.ALTERABLE` names; the comment. ADD COLUMNS and ALTER
     COLUMN ... TYPE (`add_columns`, `column_types`: Spark StructTypes as JSON): one `catalog.Catalog.alter_table`,
-    whose rules and SchemaEvolutionError messages are the same as the Python API's."""
+    whose rules and SchemaEvolutionError messages are the same as the Python API's. RENAME COLUMN (`rename`: old
+    name -> new name) and DROP COLUMN(S) (`drop`, and `drop_if_exists`: dropped only if the table has them):
+    `catalog.Catalog.rename_column` and `drop_column`."""
     table = identifier(args)
     set_options = {str(k): str(v) for k, v in dict(args.get("set") or {}).items()}
     unset = [str(k) for k in args.get("unset") or []]
@@ -202,6 +204,14 @@ def alter_table(args: Mapping[str, Any]) -> dict[str, Any]:
     column_types = arrow_schema(str(args["column_types"])) if args.get("column_types") else pa.schema([])
     if add_columns or len(column_types):
         cat.alter_table(table, add_columns=add_columns, alter_column_types={f.name: f.type for f in column_types})
+    for old, new in dict(args.get("rename") or {}).items():
+        cat.rename_column(table, str(old), str(new))
+    drop = [str(c) for c in args.get("drop") or []]
+    if args.get("drop_if_exists"):
+        names = cat.get_table(table).schema.arrow_schema.names
+        drop += [str(c) for c in args["drop_if_exists"] if c in names]
+    if drop:
+        cat.drop_column(table, *drop)
     if set_options or unset:
         cat.alter_table_options(table, set_options, unset)
     return load_table(args)

@@ -74,3 +74,20 @@ def test_reader_started_before_the_change_keeps_reading(tmp_path: Path, kafka_bo
         got = changes(reader)
         assert [r for _, r in got] == [{"id": 1, "qty": 1, "price": 0.5}, {"id": 2, "qty": 2, "price": 2.5}], fmt
         assert [k for k, _ in got] == ["+I", "+I"], fmt
+
+
+@pytest.mark.parametrize("fmt,mode", [("debezium-json", "all"), ("debezium-avro", "all"), ("upsert", "upsert")])
+def test_log_across_a_rename_and_a_drop(tmp_path: Path, kafka_bootstrap: str, fmt: str, mode: str) -> None:
+    """The log is encoded by column names: records logged after RENAME COLUMN / DROP COLUMN carry the new schema;
+    those logged before decode under it with the renamed column null (its old name is not the new one) and the
+    dropped column left out. The table itself reads the renamed column's values (by column id)."""
+    cat = kafka_catalog(tmp_path, kafka_bootstrap)
+    t = cat.create_table("db.t", SCHEMA, primary_key=["id"],
+                         options={"bucket": "1", "log.format": fmt, "log.changelog-mode": mode})
+    t.write(pa.table({"id": [1], "qty": pa.array([1], pa.int32()), "price": pa.array([0.5], pa.float32())}))
+    t.rename_column("qty", "amount")
+    t.drop_column("price")
+    t.write(pa.table({"id": [2], "amount": pa.array([2], pa.int32())}))
+    got = [r for _, r in all_changes(cat.get_table("db.t"))]
+    assert got == [{"id": 1, "amount": None}, {"id": 2, "amount": 2}]
+    assert {r["id"]: r for r in t.read().to_pylist()} == {1: {"id": 1, "amount": 1}, 2: {"id": 2, "amount": 2}}

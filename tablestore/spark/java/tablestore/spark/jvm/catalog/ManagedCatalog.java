@@ -304,6 +304,9 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
         List<String> unset = new ArrayList<>();
         StructType addColumns = new StructType();     // ADD COLUMNS: the new fields, in order
         StructType columnTypes = new StructType();    // ALTER COLUMN ... TYPE: each column with its new type
+        Map<String, String> renames = new LinkedHashMap<>();   // RENAME COLUMN: old name -> new name
+        List<String> drop = new ArrayList<>();                 // DROP COLUMN(S)
+        List<String> dropIfExists = new ArrayList<>();         // DROP COLUMN(S) IF EXISTS
         for (TableChange change : changes) {
             if (change instanceof TableChange.SetProperty) {
                 set.put(((TableChange.SetProperty) change).property(), ((TableChange.SetProperty) change).value());
@@ -328,14 +331,23 @@ public class ManagedCatalog implements TableCatalog, SupportsNamespaces, Procedu
                 TableChange.UpdateColumnType update = (TableChange.UpdateColumnType) change;
                 String name = topLevel(ident, update.fieldNames(), "ALTER COLUMN");
                 columnTypes = columnTypes.add(name, update.newDataType(), true);
+            } else if (change instanceof TableChange.RenameColumn) {
+                TableChange.RenameColumn rename = (TableChange.RenameColumn) change;
+                renames.put(topLevel(ident, rename.fieldNames(), "RENAME COLUMN"), rename.newName());
+            } else if (change instanceof TableChange.DeleteColumn) {
+                TableChange.DeleteColumn delete = (TableChange.DeleteColumn) change;
+                (Boolean.TRUE.equals(delete.ifExists()) ? dropIfExists : drop)
+                    .add(topLevel(ident, delete.fieldNames(), "DROP COLUMN"));
             } else {
                 throw refused(ident, "the managed catalog changes table options (SET/UNSET TBLPROPERTIES), adds "
-                    + "columns (ADD COLUMNS) and widens column types (ALTER COLUMN ... TYPE) only, not " + change);
+                    + "columns (ADD COLUMNS), widens column types (ALTER COLUMN ... TYPE), renames columns (RENAME "
+                    + "COLUMN) and drops them (DROP COLUMN) only, not " + change);
             }
         }
         loadTable(ident);   // NoSuchTableException first
         JsonNode meta = call("alter_table", args("table", tableName(ident), "set", set, "unset", unset,
-            "add_columns", addColumns.json(), "column_types", columnTypes.json()));
+            "add_columns", addColumns.json(), "column_types", columnTypes.json(), "rename", renames, "drop", drop,
+            "drop_if_exists", dropIfExists));
         return new ManagedTable(this, ident, meta, Map.of());
     }
 
