@@ -1,6 +1,6 @@
 """What Spark's Python transformWithState costs per key, before any materializer work: a processor that does
 nothing, then one state get, then get + update, then also yielding the rows. This floor is why the in-job
-materializer is a JVM operator (docs/spark.md, "Why a JVM operator"). Same stream as
+materializer is a JVM operator (docs/design-spark.md, "Why a JVM operator"). Same stream as
 spark_materialize_bench.py (1M events over 100k keys, one trigger). Prints µs per key and writes
 bench/out/spark_tws_floor.json.
 

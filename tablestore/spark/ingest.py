@@ -149,7 +149,7 @@ class IngestJob:
         if is_s3(self.checkpoint) and not jvm_has_s3a(self.spark):
             raise IngestError(f"checkpoint {self.checkpoint}: this Spark session has no S3A file system (hadoop-aws, "
                               "which tablestore.spark.session adds for an S3 warehouse when mvn can fetch it: "
-                              "docs/spark.md); give --checkpoint a path every node of the job reaches")
+                              "docs/operations.md); give --checkpoint a path every node of the job reaches")
         self._samples = logstore.edge_records(self._properties(), self.config.topic)
         while True:
             self.state = self.progress_state(State.RUN)

@@ -130,7 +130,7 @@ public final class BucketClustering {
      * another idles; a table of one bucket too, so that its rows meet in one writer task after a shuffle, as any
      * other table's (the JVM writer's condition, {@link #taskPerBucket}), never in the tasks that computed them: a
      * Python writer fed by a Python input in one task (a DataFrame of {@code createDataFrame(list)}) is what hung
-     * on PySpark 4.1 (docs/spark.md). A bucket key without a JVM key encoding (the write itself then fails in
+     * on PySpark 4.1 (docs/design-spark.md). A bucket key without a JVM key encoding (the write itself then fails in
      * Python) clusters by the partition columns alone: still one writer per bucket.
      */
     static Expression[] clustering(Layout layout) {
