@@ -37,7 +37,8 @@ from filestore_systems import BUCKETS, KIND, checksum  # noqa: E402
 
 PEERS_VENV = os.path.join(HERE, ".peers-venv")
 PEER_PACKAGES = ["pypaimon[sql]==2.1.*", "deltalake==1.6.*"]
-SYSTEMS = ("parquet", "tablestore", "delta", "paimon")
+SYSTEMS = ("parquet", "tablestore", "tablestore-dv", "delta", "paimon")
+OURS = ("tablestore", "tablestore-dv", "parquet")  # run in the project's venv
 WRITE_BUFFER_MB = 64  # tablestore's default write-buffer-size
 
 
@@ -123,9 +124,9 @@ def peers_python() -> str:
 
 
 def run_system(system: str, phase: str, data: str, log: Any) -> dict[str, Any]:
-    py = sys.executable if system in ("tablestore", "parquet") else peers_python()
-    env = dict(os.environ) if system in ("tablestore", "parquet") else peers_env()
-    if system == "tablestore":
+    py = sys.executable if system in OURS else peers_python()
+    env = dict(os.environ) if system in OURS else peers_env()
+    if system.startswith("tablestore"):
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     work = tempfile.mkdtemp(prefix=f"fsbench-{system}-")
     try:
@@ -213,6 +214,20 @@ def targets(table: dict[str, Any]) -> list[str]:
         ("scan after upserts >= 1.0x pypaimon", r("scan", "paimon"), 1.0),
         ("scan after compaction >= 0.9x delta-rs", r("scan_compacted", "delta"), 0.9),
         ("1% range faster than delta-rs", r("range", "delta", seconds=True), 1.0),
+    ]
+    def dv(key: str, other: str, seconds: bool = False) -> float | None:
+        ours, p = table[key].get("tablestore-dv"), table[key].get(other)
+        if ours is None or p is None:
+            return None
+        return p / ours if seconds else ours / p
+
+    checks += [  # issue 49: deletion vectors
+        ("dv: scan after upserts >= 1.5x without", dv("scan", "tablestore"), 1.5),
+        ("dv: scan after upserts >= 1.0x delta-rs", dv("scan", "delta"), 1.0),
+        ("dv: 1% range >= 1.5x without", dv("range", "tablestore", seconds=True), 1.5),
+        ("dv: upserts >= 0.7x without", dv("upsert", "tablestore"), 0.7),
+        ("dv: bulk insert >= 1.0x delta-rs", dv("bulk", "delta"), 1.0),
+        ("bulk insert >= 1.0x delta-rs", r("bulk", "delta"), 1.0),
     ]
     out = []
     for name, value, goal in checks:

@@ -1,4 +1,4 @@
-"""One system of `filestore_bench.py`, run in its own process: `--system tablestore|parquet|delta|paimon`,
+"""One system of `filestore_bench.py`, run in its own process: `--system tablestore|tablestore-dv|parquet|delta|paimon`,
 `--phase bulk|upsert`. tablestore and plain Parquet run in the project's venv; delta-rs and pypaimon in
 `bench/.peers-venv` (pypaimon pins pyarrow < 20). Reads the generated Parquet files under `--data`, works under
 `--work`, prints one JSON object of timings and result checksums on stdout.
@@ -208,6 +208,8 @@ class Paimon:
 def make(system: str, work: str, schema: pa.Schema, data_dir: str, with_kind: bool) -> Any:
     if system == "tablestore":
         return TableStore(work, schema, {})
+    if system == "tablestore-dv":  # issue 49: deletion vectors, a read without a merge
+        return TableStore(work, schema, {"deletion-vectors.enabled": "true"})
     if system == "parquet":
         return Parquet(work, schema, data_dir)
     if system == "delta":

@@ -9,7 +9,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from catalog.errors import MergeEngineOptionError, SchemaEvolutionError
-from catalog.options import FIELDS, MERGE_ENGINE, SEQUENCE_FIELD
+from catalog.options import DELETION_VECTORS, FIELDS, MERGE_ENGINE, SEQUENCE_FIELD
 from catalog.table_options import AGGREGATE_SUFFIX, TableOptions
 from filestore import AGGREGATE_FUNCTIONS, ORDER_FREE, MergeEngine, unsuitable_type
 
@@ -32,6 +32,12 @@ def check_merge_options(table: str, schema: pa.Schema, primary_keys: Sequence[st
         raise _error(table, engine_option, "needs a primary key (a table without one counts its rows)")
     _check_fields(table, schema, primary_keys, options.map_option(FIELDS), engine)
     _check_sequence_fields(table, schema, primary_keys, engine)
+    if options.get(DELETION_VECTORS):
+        why = ("needs a primary key" if not primary_keys else
+               f"needs the deduplicate merge engine without {SEQUENCE_FIELD.key} (a commit marks a key's older rows "
+               "deleted by arrival order)" if not engine.is_default else None)
+        if why:
+            raise _error(table, DELETION_VECTORS.key, why)
 
 
 def _check_fields(table: str, schema: pa.Schema, primary_keys: Sequence[str], fields: dict[str, str],

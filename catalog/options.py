@@ -96,6 +96,28 @@ WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
 )
 
+DELETION_VECTORS: ConfigOption[bool] = ConfigOption(
+    "deletion-vectors.enabled", "boolean", "false",
+    "When true, every commit marks the rows it supersedes (an older row of a key it writes, a deleted key) in "
+    "deletion vectors, and a read is a plain scan of the files minus those rows, with no merge: faster reads, "
+    "readable by other engines (see \"Read it from anything\"), for a lookup per commit. A primary-key table "
+    "of the `deduplicate` merge engine without `sequence.field`; fixed when the table is created.",
+)
+
+DELTA_METADATA: ConfigOption[bool] = ConfigOption(
+    "metadata.delta.enabled", "boolean", "false",
+    "When true, every snapshot is also published as the next version of a Delta Lake table in the table's "
+    "directory (`_delta_log/`), so delta-spark, delta-rs and other Delta readers read the table. Exact for a "
+    "table with `deletion-vectors.enabled` or without a primary key; see \"Read it from anything\".",
+)
+ICEBERG_METADATA: ConfigOption[str] = ConfigOption(
+    "metadata.iceberg.storage", "enum", "disabled",
+    "`table-location`: every snapshot is also published as an Iceberg table snapshot under the table's directory "
+    "(`metadata/`), so pyiceberg and other Iceberg readers read the table; `disabled`: none. Exact for a table "
+    "with `deletion-vectors.enabled` or without a primary key; see \"Read it from anything\".",
+    choices=("disabled", "table-location"),
+)
+
 CHANGE_TRACKING: ConfigOption[bool] = ConfigOption(
     "change-tracking", "boolean", "true",
     "Whether writes also go to the table's log (FLIP-188). False: the file store only; log readers do not see "
@@ -289,8 +311,8 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, CHANGE_TRACKING,
-    CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
+    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, DELETION_VECTORS,
+    DELTA_METADATA, ICEBERG_METADATA, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
     INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,

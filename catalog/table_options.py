@@ -7,7 +7,8 @@ from typing import Any, Mapping, TypeVar, cast
 
 from catalog.errors import InvalidOptionError
 from catalog.options import (BUCKET, COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, COMMIT_MIN_RETRY_WAIT, COMMIT_TIMEOUT,
-                             COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, COMPACTION_TRIGGER, FIELDS, FILE_COMPRESSION,
+                             COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, COMPACTION_TRIGGER, DELETION_VECTORS, DELTA_METADATA, FIELDS,
+                             ICEBERG_METADATA, FILE_COMPRESSION,
                              FILE_FORMAT, INGEST_UNAVAILABLE_VALUE, MANIFEST_MERGE_MIN_COUNT, MERGE_ENGINE, SEQUENCE_FIELD,
                              SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_TIME_RETAINED, STOP_TRIGGER,
                              TARGET_FILE_SIZE, WRITE_BUFFER_SIZE, WRITE_ONLY)
@@ -67,6 +68,9 @@ class TableOptions:
             write_only=g(WRITE_ONLY),
             merge_engine=self.merge_engine(),
             unavailable_value_placeholder=g(INGEST_UNAVAILABLE_VALUE),
+            deletion_vectors=g(DELETION_VECTORS),
+            delta_metadata=g(DELTA_METADATA),
+            iceberg_metadata=g(ICEBERG_METADATA) == "table-location",
         )
 
     def merge_engine(self) -> MergeEngine:

@@ -11,9 +11,12 @@ Protocol (one attempt; the whole attempt repeats when another writer publishes f
    (retrying cannot help; the caller must re-plan). A commit whose rows were computed from an older snapshot P
    (`planned_on`: a MERGE or UPDATE read its old rows there) also requires that no data commit after P touched a
    bucket it writes, else ConcurrentUpdateError (its rows may rest on values that are gone: a lost update).
-5. Write the delta manifest and the manifest lists (new, uniquely named files: invisible until step 6).
+5. Write the delta manifest and the manifest lists (new, uniquely named files: invisible until step 6); with
+   deletion vectors, the vectors the commit sets and the snapshot's vector index (filestore.deletion).
 6. Publish `snapshot-(N+1)` with an exclusive create. Lost the race: delete the files of step 5, go to 1.
 A crash anywhere before 6 leaves only unreferenced files (orphans); after 6 the commit is complete.
+7. Publish the snapshot to the table's Delta and Iceberg views, if it has any (filestore.views): best effort, after
+   the commit; a view left behind by a crash or a failure catches up at the next commit.
 The result carries the live files of the published snapshot, derived from N's and the delta without a read.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Mapping, Sequence
 
+from filestore import deletion, views
 from filestore.errors import (CommitConflictError, CommitRetriesExhaustedError, ConcurrentUpdateError,
                               SequenceConflictError)
 from filestore.live import LiveFiles
@@ -133,15 +137,19 @@ class FileStoreCommit:
                 self._validate_unchanged(delta, planned_on, latest)
             self._validate(delta, live, kind)
             written: list[str] = []
+            index, vectors = (deletion.commit_vectors(self.context, base, delta.entries, written)
+                              if self.context.options.deletion_vectors else (None, None))
             snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written,
-                                                         log_pending, log_published)
+                                                         log_pending, log_published, index)
             if self.context.snapshots.try_publish(snapshot):
                 self._may_have_committed = True
                 log.info("table %s: committed snapshot %s (%s)", self.context.table_name, snapshot.id, kind.value)
-                return CommitResult(snapshot.id, base.after(snapshot, manifests, delta.entries))
+                after = base.after(snapshot, manifests, delta.entries, vectors)
+                views.publish(self.context, after)
+                return CommitResult(snapshot.id, after)
             log.info("table %s: snapshot %s taken by another writer, retrying", self.context.table_name, snapshot.id)
-            for name in written:
-                self.context.io.delete(self.context.paths.manifest_file(name))
+            for path in written:
+                self.context.io.delete(path)
             if not budget.retry():
                 raise CommitRetriesExhaustedError(
                     f"table {self.context.table_name!r}: gave up after {budget.describe()}, other writers kept "
@@ -234,22 +242,24 @@ class FileStoreCommit:
         written: list[str],
         log_pending: bool = False,
         log_published: int | None = None,
+        deletion_vectors: str | None = None,
     ) -> tuple[Snapshot, tuple[ManifestFileMeta, ...]]:
-        """5. The new manifests and the snapshot naming them; also every manifest the snapshot references."""
+        """5. The new manifests and the snapshot naming them; also every manifest the snapshot references. The paths
+        written are appended to `written`."""
         mio = self.context.manifests
         schema_id = self.context.schema.id
         latest = base.snapshot
         manifests: list[ManifestFileMeta] = list(base.manifests)
         if len(manifests) > self.context.options.manifest_merge_min_count:
             merged = mio.write_manifest(list(base.entries.values()), schema_id)  # full merge: only live ADDs remain
-            written.append(merged.file_name)
+            written.append(self.context.paths.manifest_file(merged.file_name))
             manifests = [merged]
         delta_meta = mio.write_manifest(delta.entries, schema_id)
-        written.append(delta_meta.file_name)
+        written.append(self.context.paths.manifest_file(delta_meta.file_name))
         base_list = mio.write_manifest_list(manifests)
-        written.append(base_list)
+        written.append(self.context.paths.manifest_file(base_list))
         delta_list = mio.write_manifest_list([delta_meta])
-        written.append(delta_list)
+        written.append(self.context.paths.manifest_file(delta_list))
         total = 0 if latest is None else latest.total_record_count
         offsets = dict(latest.log_offsets) if latest is not None else {}
         offsets.update(log_offsets)
@@ -268,5 +278,6 @@ class FileStoreCommit:
             delta_record_count=delta.added_rows - delta.deleted_rows,
             log_offsets=offsets,
             log_pending=pending + ((new_id,) if log_pending else ()),
+            deletion_vectors=deletion_vectors,
         )
         return snapshot, (*manifests, delta_meta)

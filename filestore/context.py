@@ -14,6 +14,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore import deletion
 from filestore.datafile import DataFileWriter
 from filestore.errors import SnapshotNotFoundError, TableDroppedError
 from filestore.evolution import FileLayout, read_file
@@ -83,7 +84,15 @@ class StoreContext:
     def read_file(self, partition: Partition, bucket: int, file: DataFileMeta, columns: Sequence[str],
                   filter: pc.Expression | None = None) -> pa.Table:
         """Columns `columns` (system or table columns) of one data file, read under this context's schema whatever
-        schema the file was written under (filestore.evolution); `filter` keeps only matching rows."""
+        schema the file was written under (filestore.evolution); `filter` keeps only matching rows. The rows its
+        deletion vector names, if it carries one, are left out (filestore.deletion)."""
+        if file.deletion_vector is not None:
+            positions = deletion.deleted_positions(self, file.deletion_vector)
+            names = list(columns) if filter is None else list(dict.fromkeys([*columns, *self.schema.arrow_schema.names]))
+            table = deletion.apply(read_file(self.io, self.data_file_path(partition, bucket, file.file_name),
+                                    self.options.file_format, self.layout(file.schema_id), self.schema.arrow_schema,
+                                    names, None, self.table_name), positions)
+            return table if filter is None else table.filter(filter).select(list(columns))
         return read_file(self.io, self.data_file_path(partition, bucket, file.file_name), self.options.file_format,
                          self.layout(file.schema_id), self.schema.arrow_schema, columns, filter, self.table_name)
 

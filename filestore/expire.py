@@ -34,14 +34,19 @@ class ExpireResult:
 
 
 def _referenced(store: "FileStore", snapshot: Snapshot) -> set[str]:
-    """Every path a snapshot needs: its data files, manifests and manifest lists."""
+    """Every path a snapshot needs: its data files, manifests and manifest lists, its deletion-vector index and
+    the vector files it names."""
     mio, paths = store.manifests, store.paths
     refs = {paths.manifest_file(snapshot.base_manifest_list), paths.manifest_file(snapshot.delta_manifest_list)}
     for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
         for m in mio.read_manifest_list(name):
             refs.add(paths.manifest_file(m.file_name))
-    for e in store.live_entries(snapshot).values():
+    live = store.context.live_files(snapshot)
+    for e in live.entries.values():
         refs.add(store.data_file_path(e.partition, e.bucket, e.file.file_name))
+    if snapshot.deletion_vectors:
+        refs.add(paths.manifest_file(snapshot.deletion_vectors))
+        refs |= {f"{paths.root}/{v.path}" for v in live.deletion_vectors.values()}
     return refs
 
 

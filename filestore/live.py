@@ -10,11 +10,12 @@ Invariants:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Collection, Iterable, Mapping
 
 from filestore.manifest import ManifestIO, live_entries
-from filestore.meta import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta, Partition, Snapshot
+from filestore.meta import (DataFileMeta, DeletionVectorRef, FileKind, ManifestEntry, ManifestFileMeta, Partition,
+                            Snapshot)
 
 FileKey = tuple[Partition, int, str]
 Bucket = tuple[Partition, int]
@@ -22,11 +23,23 @@ Bucket = tuple[Partition, int]
 
 @dataclass(frozen=True, eq=False)
 class LiveFiles:
-    """The live data files of `snapshot`, keyed by (partition, bucket, file name), and the manifests naming them."""
+    """The live data files of `snapshot`, keyed by (partition, bucket, file name), and the manifests naming them;
+    with deletion vectors (filestore.deletion), the vector of each file with deleted rows as of `snapshot`."""
 
     snapshot: Snapshot | None
     manifests: tuple[ManifestFileMeta, ...] = ()
     entries: Mapping[FileKey, ManifestEntry] = field(default_factory=dict)
+    deletion_vectors: Mapping[FileKey, DeletionVectorRef] = field(default_factory=dict)
+
+    @property
+    def deletion_vector_index(self) -> str | None:
+        return None if self.snapshot is None else self.snapshot.deletion_vectors
+
+    def file(self, key: FileKey) -> DataFileMeta:
+        """The live file `key` as a read of this snapshot sees it (with its deletion vector, if any)."""
+        f = self.entries[key].file
+        dv = self.deletion_vectors.get(key)
+        return f if dv is None else replace(f, deletion_vector=dv)
 
     @property
     def snapshot_id(self) -> int | None:
@@ -43,30 +56,35 @@ class LiveFiles:
     def files_by_bucket(self, buckets: Collection[Bucket] | None = None) -> dict[Bucket, list[DataFileMeta]]:
         """The live files of each bucket (of `buckets` only, when given)."""
         grouped: dict[Bucket, list[DataFileMeta]] = defaultdict(list)
-        for e in self.entries.values():
+        for key, e in self.entries.items():
             where = (e.partition, e.bucket)
             if buckets is None or where in buckets:
-                grouped[where].append(e.file)
+                grouped[where].append(self.file(key))
         return dict(grouped)
 
     def after(self, snapshot: Snapshot, manifests: Iterable[ManifestFileMeta],
-              delta: Iterable[ManifestEntry]) -> "LiveFiles":
-        """The live files of `snapshot`, the child of this one that applied `delta` (no read)."""
+              delta: Iterable[ManifestEntry],
+              deletion_vectors: Mapping[FileKey, DeletionVectorRef] | None = None) -> "LiveFiles":
+        """The live files of `snapshot`, the child of this one that applied `delta` (no read); `deletion_vectors`:
+        its vectors (default: this one's, of the files still live)."""
         entries = dict(self.entries)
         for e in delta:
             if e.kind == FileKind.ADD:
                 entries[e.identifier] = e
             else:
                 entries.pop(e.identifier, None)
-        return LiveFiles(snapshot, tuple(manifests), entries)
+        if deletion_vectors is None:
+            deletion_vectors = {k: v for k, v in self.deletion_vectors.items() if k in entries}
+        return LiveFiles(snapshot, tuple(manifests), entries, deletion_vectors)
 
 
 def read_live_files(manifests: ManifestIO, snapshot: Snapshot | None) -> LiveFiles:
-    """Read `snapshot`'s manifest lists and manifests, once."""
+    """Read `snapshot`'s manifest lists, manifests and deletion-vector index, once."""
     if snapshot is None:
         return LiveFiles(None)
     metas = manifests.read_manifest_list(snapshot.base_manifest_list) + manifests.read_manifest_list(
         snapshot.delta_manifest_list
     )
     entries = live_entries(e for m in metas for e in manifests.read_manifest(m.file_name))
-    return LiveFiles(snapshot, tuple(metas), entries)
+    vectors = manifests.read_dv_index(snapshot.deletion_vectors) if snapshot.deletion_vectors else {}
+    return LiveFiles(snapshot, tuple(metas), entries, vectors)

@@ -7,15 +7,16 @@ manifests of a snapshot. Replaying every entry of a snapshot's manifests in orde
 from __future__ import annotations
 
 import io as _io
+import uuid
 import zlib
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import fastavro
 
 from filestore import manifest_cache
 from filestore.errors import CorruptFileError
 from filestore.fileio import FileIO
-from filestore.meta import ColumnStats, DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
+from filestore.meta import ColumnStats, DataFileMeta, DeletionVectorRef, FileKind, ManifestEntry, ManifestFileMeta
 from filestore.paths import TablePaths
 
 T = TypeVar("T")
@@ -77,6 +78,23 @@ MANIFEST_LIST_SCHEMA = fastavro.parse_schema(
         ],
     }
 )
+DV_INDEX_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "DeletionVectorEntry",
+        "namespace": "tablestore.filestore",
+        "fields": [
+            {"name": "_PARTITION", "type": {"type": "array", "items": "string"}},
+            {"name": "_BUCKET", "type": "int"},
+            {"name": "_FILE_NAME", "type": "string"},
+            {"name": "_DV_PATH", "type": "string"},
+            {"name": "_OFFSET", "type": "long"},
+            {"name": "_SIZE", "type": "long"},
+            {"name": "_CARDINALITY", "type": "long"},
+        ],
+    }
+)
+"""A deletion-vector index (filestore.deletion): one record per live data file with deleted rows."""
 
 
 def _entry_to_avro(e: ManifestEntry) -> dict[str, object]:
@@ -205,6 +223,18 @@ class ManifestIO:
         return self._parse(name, lambda r: ManifestFileMeta(
             r["_FILE_NAME"], r["_FILE_SIZE"], r["_NUM_ADDED_FILES"], r["_NUM_DELETED_FILES"], r["_SCHEMA_ID"]
         ))
+
+    def write_dv_index(self, vectors: Mapping[tuple[tuple[str, ...], int, str], DeletionVectorRef]) -> str:
+        name = f"dv-index-{uuid.uuid4().hex}.avro"
+        records = ({"_PARTITION": list(p), "_BUCKET": b, "_FILE_NAME": n, "_DV_PATH": v.path, "_OFFSET": v.offset,
+                    "_SIZE": v.size, "_CARDINALITY": v.cardinality} for (p, b, n), v in sorted(vectors.items()))
+        self._write(name, DV_INDEX_SCHEMA, records)
+        return name
+
+    def read_dv_index(self, name: str) -> dict[tuple[tuple[str, ...], int, str], DeletionVectorRef]:
+        rows = self._parse(name, lambda r: ((tuple(r["_PARTITION"]), r["_BUCKET"], r["_FILE_NAME"]), DeletionVectorRef(
+            r["_DV_PATH"], r["_OFFSET"], r["_SIZE"], r["_CARDINALITY"])))
+        return dict(rows)
 
 
 def live_entries(entries: Iterable[ManifestEntry]) -> dict[tuple[tuple[str, ...], int, str], ManifestEntry]:

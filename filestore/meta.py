@@ -45,6 +45,18 @@ class ColumnStats:
 
 
 @dataclass(frozen=True)
+class DeletionVectorRef:
+    """Where one data file's deletion vector is (filestore.deletion): `path` relative to the table directory (a
+    Delta deletion-vector file, filestore.dvformat), the vector at byte `offset` (Delta's meaning) of `size` bytes,
+    `cardinality` rows deleted."""
+
+    path: str
+    offset: int
+    size: int
+    cardinality: int
+
+
+@dataclass(frozen=True)
 class DataFileMeta:
     file_name: str
     file_size: int
@@ -58,6 +70,10 @@ class DataFileMeta:
     creation_time_ms: int
     delete_row_count: int = 0
     stats: tuple[ColumnStats, ...] = ()
+    deletion_vector: DeletionVectorRef | None = None
+    """The rows of this file deleted as of the snapshot a read plans on (attached by LiveFiles; never stored in a
+    manifest: the snapshot's deletion-vector index holds it). None: no row deleted, or a read of the file as it was
+    written (a change read)."""
 
     def upgrade(self, level: int) -> "DataFileMeta":
         return replace(self, level=level)
@@ -124,6 +140,9 @@ class Snapshot:
     """Snapshots (this one or earlier) whose changes are not in the log yet: their log is produced after the
     snapshot by the executors (tablestore.log_publish) and recorded by a log-only snapshot, which takes the id out
     of this list. A reader that hands over from a scan to the log starts before the first of them."""
+    deletion_vectors: str | None = None
+    """The deletion-vector index of this snapshot (a file in the manifest directory, filestore.deletion), on tables
+    with `deletion-vectors.enabled`; None: no file of the table has a deleted row."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -141,6 +160,7 @@ class Snapshot:
                 "deltaRecordCount": self.delta_record_count,
                 "logOffsets": {str(k): v for k, v in sorted(self.log_offsets.items())},
                 **({"logPending": list(self.log_pending)} if self.log_pending else {}),
+                **({"deletionVectors": self.deletion_vectors} if self.deletion_vectors else {}),
             },
             indent=2,
         )
@@ -163,6 +183,7 @@ class Snapshot:
                 log_offsets={int(k): int(v) for k, v in d.get("logOffsets", {}).items()},
                 version=int(d.get("version", 1)),
                 log_pending=tuple(int(i) for i in d.get("logPending", ())),
+                deletion_vectors=d.get("deletionVectors"),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise CorruptFileError(path, f"not a snapshot: {e}") from e

@@ -29,6 +29,9 @@ class FileStoreOptions:
     commit_max_retry_wait_ms: int = 10_000
     merge_engine: MergeEngine = field(default_factory=MergeEngine)  # fixed at creation: how a key's records merge
     unavailable_value_placeholder: str = ""  # a changelog's "unchanged" value (filestore.unchanged); "": none
+    deletion_vectors: bool = False  # fixed at creation: reads skip deleted positions, no merge (filestore.deletion)
+    delta_metadata: bool = False  # every snapshot also a Delta Lake version (filestore.views.delta)
+    iceberg_metadata: bool = False  # every snapshot also an Iceberg snapshot (filestore.views.iceberg)
 
     @property
     def stop_trigger(self) -> int:

@@ -14,6 +14,8 @@ A read's filter is handed to the Parquet reader, which skips row groups by their
 key, so a key range touches few row groups), whenever filtering before the merge cannot change the answer: for a
 single run (one version per key), for a table without a primary key (every version of a row has the same values),
 and for a filter on key and partition columns only (every version of a key is kept or dropped together).
+A table with deletion vectors is read without a merge at all: each file minus its deleted positions, the filter
+pushed into every file (filestore.deletion).
 Splits of one read are read in parallel on the file store's worker pool.
 Every file is opened through `FileStore.read_file`, which reads a file written under another schema under this
 store's (filestore.evolution); a split holding files newer than the store's schema is read by a reader of the newest
@@ -110,7 +112,8 @@ class SplitRead:
         (a primary-key table's one sorted run without deletes, no filter to apply, every file written under a schema
         with the table's columns and types); else None. Another reader (Spark's own Parquet reader) may then read
         them."""
-        if self.filter is not None or not self.single_run(split) or any(f.delete_row_count for f in split.files):
+        if self.filter is not None or not self.single_run(split) or any(
+                f.delete_row_count or f.deletion_vector is not None for f in split.files):
             return None
         c = self.context
         if not all(f.schema_id == c.schema.id or c.layout(f.schema_id).plain for f in split.files):
@@ -137,9 +140,11 @@ class SplitRead:
             newer = SplitRead(self.context.evolved(newest), names, self.filter)
             return project_to(newer.read(split), self.output_schema, self.context.table_name)
         single = self.single_run(split)
-        pushed = self.filter is not None and (self._key_filter or single)
+        pushed = self.filter is not None and (self._key_filter or single or split.plain)
         filter = self.filter if pushed else None
-        if single and not any(f.delete_row_count for f in split.files):
+        if split.plain:  # every live record is a final row: the files minus their deleted rows (filestore.deletion)
+            merged = self.read_records(split, filter, self._row_columns)
+        elif single and not any(f.delete_row_count for f in split.files):
             # one run, nothing to drop: the projected columns of its files in key order, no system columns
             files = tuple(sorted(split.files, key=lambda f: f.min_key))
             one_run = Split(split.snapshot_id, split.partition, split.bucket, files)

@@ -36,6 +36,10 @@ class Split:
     partition: Partition
     bucket: int
     files: tuple[DataFileMeta, ...]
+    plain: bool = False
+    """The files are every live file of the bucket with the deletion vectors of the snapshot (a table with
+    `deletion-vectors.enabled`, planned by the scan): read minus their deleted rows, they are the table's rows,
+    without a merge (filestore.deletion). False: the read merges."""
 
     @property
     def row_count(self) -> int:
@@ -117,9 +121,11 @@ class FileStoreScan:
             entries = self._prune(entries, filter)
         grouped: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
         for e in entries:
-            grouped[(e.partition, e.bucket)].append(e.file)
+            grouped[(e.partition, e.bucket)].append(live.file(e.identifier))
+        plain = self.context.options.deletion_vectors and self.context.schema.has_primary_key
         return [
-            Split(live.snapshot.id, partition, bucket, tuple(sorted(files, key=lambda f: f.min_sequence_number)))
+            Split(live.snapshot.id, partition, bucket, tuple(sorted(files, key=lambda f: f.min_sequence_number)),
+                  plain)
             for (partition, bucket), files in sorted(grouped.items())
         ]
 

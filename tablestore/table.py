@@ -332,8 +332,9 @@ class Table:
         return system_table(self._handle, name)
 
     def files(self, snapshot_id: int | None = None) -> list[dict[str, object]]:
-        """The live data files (like Paimon's $files table): partition, bucket, level, name, rows, size."""
-        snapshot = self._store.resolve_snapshot(snapshot_id)
+        """The live data files (like Paimon's $files table): partition, bucket, level, name, rows, size, and the
+        rows its deletion vector deletes (`deletion-vectors.enabled`)."""
+        live = self._store.live_files(self._store.resolve_snapshot(snapshot_id))
         keys = self.partition_by
         return [
             {
@@ -345,8 +346,9 @@ class Table:
                 "file_size": e.file.file_size,
                 "min_sequence_number": e.file.min_sequence_number,
                 "max_sequence_number": e.file.max_sequence_number,
+                "deleted_row_count": (dv.cardinality if (dv := live.deletion_vectors.get(e.identifier)) else 0),
             }
-            for e in sorted(self._store.live_entries(snapshot).values(), key=lambda e: e.identifier)
+            for e in sorted(live.entries.values(), key=lambda e: e.identifier)
         ]
 
     def describe(self, *, partition: Mapping[str, Any] | None = None) -> dict[str, object]:

@@ -1,6 +1,6 @@
 """Oracle property test: random sequences of writes (changelogs with +I/-U/+U/-D), multi-flush commits,
 overwrites (whole, static, dynamic) and compactions, on primary-key and count tables with one or several buckets and
-partitions, against a plain dict replay. After every step the table reads as the oracle, and time travel to every
+partitions, primary-key tables with and without deletion vectors, against a plain dict replay. After every step the table reads as the oracle, and time travel to every
 earlier snapshot reads as the oracle did then.
 
 Keys that are hard to match take part: with `float_keys` the id is a float64 where 11 is written as -0.0 (the same
@@ -145,10 +145,11 @@ def read_rows(t: tablestore.Table, snapshot_id: int | None = None) -> list[Row]:
     bucket=st.sampled_from([1, 3]),
     write_only=st.booleans(),
     float_keys=st.booleans(),
+    deletion_vectors=st.booleans(),
     ops=st.lists(op, min_size=1, max_size=8),
 )
 def test_table_matches_dict_replay(pk: bool, partitioned: bool, bucket: int, write_only: bool, float_keys: bool,
-                                   ops: list[Op]) -> None:
+                                   deletion_vectors: bool, ops: list[Op]) -> None:
     with tempfile.TemporaryDirectory() as wh:
         cat = tablestore.Catalog(wh)
         cat.create_database("db")
@@ -158,7 +159,8 @@ def test_table_matches_dict_replay(pk: bool, partitioned: bool, bucket: int, wri
             partition_by=["p"] if partitioned else None,
             options={"bucket": str(bucket), "write-buffer-size": "1 kb", "target-file-size": "2 kb",
                      "num-sorted-run.compaction-trigger": "2", "manifest.merge-min-count": "2",
-                     "write-only": str(write_only).lower()},
+                     "write-only": str(write_only).lower(),
+                     **({"deletion-vectors.enabled": "true"} if pk and deletion_vectors else {})},
         )
         store = catalog.Catalog(wh).get_table("db.t").store
         oracle = Oracle(pk, partitioned, float_keys)

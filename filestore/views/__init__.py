@@ -1,0 +1,37 @@
+"""The table's other views: each snapshot also published as a Delta Lake version (`metadata.delta.enabled`,
+filestore.views.delta) and as an Iceberg snapshot (`metadata.iceberg.storage`, filestore.views.iceberg), so other
+engines read the table's files directly.
+
+Publishing runs after the snapshot is committed (filestore.commit, step 7) and is best effort: the commit has
+happened, so a failure is logged, not raised (raising would invite a retry of a committed write). Each view catches
+up from the snapshots it has not published yet at the next commit, so a crash between the snapshot and a view's
+commit is repaired then.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from filestore.live import LiveFiles
+
+if TYPE_CHECKING:
+    from filestore.context import StoreContext
+
+log = logging.getLogger(__name__)
+
+
+def publish(context: "StoreContext", live: LiveFiles) -> None:
+    """Publish `live` (the live files of a snapshot just committed) to every view the table has."""
+    o = context.options
+    if not (o.delta_metadata or o.iceberg_metadata):
+        return
+    from filestore.views import delta, iceberg  # only tables with views pay for importing them
+
+    for enabled, view in ((o.delta_metadata, delta), (o.iceberg_metadata, iceberg)):
+        if not enabled:
+            continue
+        try:
+            view.publish(context, live)
+        except Exception as e:  # noqa: BLE001 - best effort (module docstring); the next commit catches up
+            log.warning("table %s: snapshot %s is committed, but its %s view was not published (%s: %s); the next "
+                        "commit publishes it", context.table_name, live.snapshot_id, view.NAME, type(e).__name__, e)
