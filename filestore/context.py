@@ -88,10 +88,12 @@ class StoreContext:
         deletion vector names, if it carries one, are left out (filestore.deletion)."""
         if file.deletion_vector is not None:
             positions = deletion.deleted_positions(self, file.deletion_vector)
-            names = list(columns) if filter is None else list(dict.fromkeys([*columns, *self.schema.arrow_schema.names]))
-            table = deletion.apply(read_file(self.io, self.data_file_path(partition, bucket, file.file_name),
-                                    self.options.file_format, self.layout(file.schema_id), self.schema.arrow_schema,
-                                    names, None, self.table_name), positions)
+            path = self.data_file_path(partition, bucket, file.file_name)
+            if self.options.file_format == "parquet" and self.layout(file.schema_id).plain:
+                return deletion.read_parquet(self.io, path, columns, filter, positions)
+            names = list(columns) if filter is None else [*dict.fromkeys([*columns, *self.schema.arrow_schema.names])]
+            table = deletion.apply(read_file(self.io, path, self.options.file_format, self.layout(file.schema_id),
+                                             self.schema.arrow_schema, names, None, self.table_name), positions)
             return table if filter is None else table.filter(filter).select(list(columns))
         return read_file(self.io, self.data_file_path(partition, bucket, file.file_name), self.options.file_format,
                          self.layout(file.schema_id), self.schema.arrow_schema, columns, filter, self.table_name)

@@ -31,13 +31,18 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from filestore import dvformat
+from filestore.errors import CorruptFileError, FileStoreError
+from filestore.fileio import FileIO
 from filestore.keycodec import KeyCodec
 from filestore.live import FileKey, LiveFiles
 from filestore.merge import KIND, SEQ
 from filestore.meta import DataFileMeta, DeletionVectorRef, FileKind, ManifestEntry, Partition, ValueKind
 from filestore.parallel import pool
+from filestore.schema import SYSTEM_COLUMNS
 
 if TYPE_CHECKING:  # the context reads files through this module
     from filestore.context import StoreContext
@@ -69,6 +74,38 @@ def deleted_positions(context: "StoreContext", ref: DeletionVectorRef) -> np.nda
 _CACHE_SIZE = 4096
 _cache: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
 _lock = threading.Lock()
+
+
+def read_parquet(io: FileIO, path: str, columns: Sequence[str], filter: pc.Expression | None,
+                 positions: np.ndarray) -> pa.Table:
+    """Columns `columns` of the rows of a Parquet data file that its vector (`positions`) keeps and `filter` (which
+    may name any column of the file) matches, in file order: only the row groups whose statistics may match are
+    read, and each row group's slice of the vector applies to it."""
+    fs = io.arrow_fs()
+    try:
+        with fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            meta = parquet.metadata
+            counts = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)], dtype=np.int64)
+            groups = list(range(meta.num_row_groups))
+            if filter is not None and len(groups) > 1:
+                fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs)
+                groups = [g.id for g in fragment.subset(filter).row_groups]
+            row_columns = [n for n in parquet.schema_arrow.names if n not in SYSTEM_COLUMNS]  # a filter's
+            names = list(columns) if filter is None else list(dict.fromkeys([*columns, *row_columns]))
+            table = parquet.read_row_groups(groups, columns=names, use_threads=False)
+    except FileNotFoundError:
+        raise FileStoreError(f"data file {path} is missing: was it removed by hand or by a bad orphan cleanup?"
+                             ) from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(path, str(e)) from e
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    keep = np.ones(int(starts[-1]), dtype=bool)
+    keep[positions[positions < len(keep)].astype(np.int64)] = False
+    if len(groups) != len(counts):
+        keep = np.concatenate([keep[starts[g]:starts[g + 1]] for g in groups]) if groups else keep[:0]
+    table = table.filter(pa.array(keep))
+    return table if filter is None else table.filter(filter).select(list(columns))
 
 
 def apply(table: pa.Table, positions: np.ndarray) -> pa.Table:
@@ -112,7 +149,7 @@ def commit_vectors(
             key = (partition, bucket, name)
             old = vectors.get(key)
             if old is not None:
-                union = np.union1d(deleted_positions(context, old), positions)
+                union = dvformat.union(deleted_positions(context, old), positions)
                 if len(union) == old.cardinality:
                     continue  # nothing new for this file
                 positions = union
@@ -142,13 +179,14 @@ def _write_vectors(context: "StoreContext", changed: Mapping[FileKey, np.ndarray
 def _bucket_deletions(context: "StoreContext", partition: Partition, bucket: int, new: Sequence[DataFileMeta],
                       old: Sequence[DataFileMeta]) -> dict[str, np.ndarray]:
     """Per file name, the positions the rule (module docstring) deletes in one bucket."""
-    key_columns = list(context.schema.key_columns)
     lo, hi = min(f.min_key for f in new), max(f.max_key for f in new)
     candidates = [f for f in old if not (f.max_key < lo or f.min_key > hi)]
+    if len(new) == 1 and all(f.max_sequence_number < new[0].min_sequence_number for f in candidates):
+        return _append_deletions(context, partition, bucket, new[0], candidates)
     files = [*new, *candidates]
-    tables = [context.read_file(partition, bucket, replace(f, deletion_vector=None),
-                                [*key_columns, SEQ] + [KIND] * (i < len(new) or bool(f.delete_row_count)))
-              for i, f in enumerate(files)]
+    key_columns = list(context.schema.key_columns)
+    tables = [_read(context, partition, bucket, f, [*key_columns, SEQ] + [KIND] * (
+        i < len(new) or bool(f.delete_row_count))) for i, f in enumerate(files)]
     keys = [_keys(t, key_columns) for t in tables]
     new_keys = pa.chunked_array(keys[: len(new)]).combine_chunks() if len(new) > 1 else keys[0]
     parts_file, parts_pos, parts_key, parts_seq, parts_kind = [], [], [], [], []
@@ -156,7 +194,7 @@ def _bucket_deletions(context: "StoreContext", partition: Partition, bucket: int
         if i < len(new):
             positions = np.arange(t.num_rows, dtype=np.int64)
         else:
-            positions = np.flatnonzero(pc.is_in(k, value_set=new_keys).to_numpy(zero_copy_only=False))
+            positions = _matches(k, new_keys)
             if not len(positions):
                 continue
         idx = pa.array(positions)
@@ -180,6 +218,37 @@ def _bucket_deletions(context: "StoreContext", partition: Partition, bucket: int
     for i in np.unique(file_of):
         out[files[int(i)].file_name] = np.sort(pos_of[file_of == i]).astype(np.uint64)
     return out
+
+
+def _append_deletions(context: "StoreContext", partition: Partition, bucket: int, new: DataFileMeta,
+                      candidates: Sequence[DataFileMeta]) -> dict[str, np.ndarray]:
+    """The rule for the usual commit: one new file (one sorted run: each key once) whose records are all newer than
+    the bucket's other files. Every older record of its keys is deleted, and its own DELETE records; no sequence
+    number need be read or compared."""
+    key_columns = list(context.schema.key_columns)
+    table = _read(context, partition, bucket, new, [*key_columns] + [KIND] * bool(new.delete_row_count))
+    new_keys = _keys(table, key_columns)
+    out: dict[str, np.ndarray] = {}
+    if new.delete_row_count:
+        own = np.flatnonzero(table.column(KIND).to_numpy() == int(ValueKind.DELETE))
+        if len(own):
+            out[new.file_name] = own.astype(np.uint64)
+    for f in candidates:
+        positions = _matches(_keys(_read(context, partition, bucket, f, key_columns), key_columns), new_keys)
+        if len(positions):
+            out[f.file_name] = positions.astype(np.uint64)
+    return out
+
+
+def _read(context: "StoreContext", partition: Partition, bucket: int, file: DataFileMeta,
+          columns: Sequence[str]) -> pa.Table:
+    """A file's records as written (no vector applied: positions are the file's own)."""
+    return context.read_file(partition, bucket, replace(file, deletion_vector=None), columns)
+
+
+def _matches(keys: pa.Array, value_set: pa.Array) -> np.ndarray:
+    """The positions of `keys` that are among `value_set`."""
+    return np.flatnonzero(pc.is_in(keys, value_set=value_set).to_numpy(zero_copy_only=False))
 
 
 def _keys(table: pa.Table, key_columns: Sequence[str]) -> pa.Array:

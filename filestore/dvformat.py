@@ -82,6 +82,17 @@ def _serialize_bitmap(positions: np.ndarray) -> bytes:
     return bytes(bitmap.serialize())
 
 
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted unique positions in `a` or `b` (a roaring union: many times faster than numpy's sort-based
+    union1d on large vectors)."""
+    bitmaps = []
+    for positions in (a, b):
+        values = array.array("Q")
+        values.frombytes(np.sort(_as_positions(positions)).data.cast("B"))
+        bitmaps.append(BitMap64(values))
+    return np.frombuffer((bitmaps[0] | bitmaps[1]).to_array(), dtype=np.uint64)
+
+
 def encode_positions(positions: np.ndarray) -> bytes:
     """Delta's serialized deletion vector: magic 1681511377 (int32 LE) + portable 64-bit roaring bitmap."""
     return _MAGIC + _serialize_bitmap(positions)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,6 +15,9 @@ import pytest
 import catalog
 import tablestore
 from catalog.errors import InvalidOptionError, MergeEngineOptionError
+
+if TYPE_CHECKING:
+    from s3_server import S3Server
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("v", pa.float64())])
 DV = {"deletion-vectors.enabled": "true", "bucket": "2"}
@@ -168,3 +172,24 @@ def test_fixed_at_creation(cat: tablestore.Catalog) -> None:
     cat.create_table("db.t", schema=SCHEMA, primary_key=["id"])
     with pytest.raises(InvalidOptionError, match="deletion-vectors.enabled.*fixed when the table is created"):
         cat.alter_table_options("db.t", set_options={"deletion-vectors.enabled": "true"})
+
+
+@pytest.mark.s3
+def test_on_s3_vectors_are_written_read_and_expired(s3_warehouse: str, s3_server: "S3Server") -> None:
+    c = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options())
+    c.create_database("db")
+    t = c.create_table("db.t", schema=SCHEMA, primary_key=["id"], options=DV)
+    t.write(rows(range(300), 1))
+    t.write(rows(range(0, 300, 2), 2))
+    t.write(deletes(list(range(0, 300, 7))))
+    want = {i: (f"n{i}-{2 if i % 2 == 0 else 1}", 2.0 if i % 2 == 0 else 1.0) for i in range(300) if i % 7}
+    assert by_id(t.read()) == want
+    assert sum(f["deleted_row_count"] for f in t.files()) > 0  # type: ignore[misc]
+    t.expire_snapshots(retain_last=1)
+    again = tablestore.Catalog(s3_warehouse, options=s3_server.catalog_options()).get_table("db.t")
+    assert by_id(again.read()) == want
+    t.compact(full=True)
+    t.expire_snapshots(retain_last=1)
+    fs = s3_server.fs()
+    assert not [p for p in fs.find(s3_warehouse.removeprefix("s3://")) if "/t/dv/" in p]
+    assert by_id(again.read()) == want
