@@ -130,13 +130,13 @@ _ops = st.lists(st.one_of(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=_ops)
+@given(ops=_ops, vectors=st.booleans())
 def test_reads_equal_a_replay_by_column_id(tmp_path_factory: pytest.TempPathFactory,
-                                           ops: list[tuple[str, Any, Any]]) -> None:
+                                           ops: list[tuple[str, Any, Any]], vectors: bool) -> None:
     c = tablestore.Catalog(str(tmp_path_factory.mktemp("wh")))
     c.create_database("db")
     t = c.create_table("db.t", pa.schema([pa.field("id", pa.int64(), nullable=False), ("p", pa.int64())]),
-                       primary_key=["id"], options={"bucket": "2"})
+                       primary_key=["id"], options={"bucket": "2", "deletion-vectors.enabled": str(vectors).lower()})
     columns: list[tuple[int, str]] = [(1, "p")]     # (id, name) of the value columns
     next_id = 2
     rows: dict[int, dict[int, int | None]] = {}      # key -> column id -> value

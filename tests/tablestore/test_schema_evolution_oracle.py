@@ -63,15 +63,18 @@ def table_of(schema: pa.Schema, kinds: list[str], rows: list[tuple[Any, ...]]) -
 
 
 @SETTINGS
-@given(pk=st.booleans(), bucket=st.sampled_from([1, 3]), write_only=st.booleans(), data=st.data())
-def test_evolving_table_matches_dict_replay(pk: bool, bucket: int, write_only: bool, data: st.DataObject) -> None:
+@given(pk=st.booleans(), bucket=st.sampled_from([1, 3]), write_only=st.booleans(), vectors=st.booleans(),
+       data=st.data())
+def test_evolving_table_matches_dict_replay(pk: bool, bucket: int, write_only: bool, vectors: bool,
+                                            data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as wh:
         cat = tablestore.Catalog(wh)
         cat.create_database("db")
         schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int8())])
         t = cat.create_table("db.t", schema, primary_key=["id"] if pk else None,
                              options={"bucket": str(bucket), "write-buffer-size": "1 kb", "target-file-size": "2 kb",
-                                      "num-sorted-run.compaction-trigger": "2", "write-only": str(write_only).lower()})
+                                      "num-sorted-run.compaction-trigger": "2", "write-only": str(write_only).lower(),
+                                      "deletion-vectors.enabled": str(pk and vectors).lower()})
         stale = t.log_writer()          # a session opened before every change, used all along
         width0 = len(schema)
         replay = Replay(pk)
