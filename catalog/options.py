@@ -107,14 +107,16 @@ DELETION_VECTORS: ConfigOption[bool] = ConfigOption(
 DELTA_METADATA: ConfigOption[bool] = ConfigOption(
     "metadata.delta.enabled", "boolean", "false",
     "When true, every snapshot is also published as the next version of a Delta Lake table in the table's "
-    "directory (`_delta_log/`), so delta-spark, delta-rs and other Delta readers read the table. Exact for a "
-    "table with `deletion-vectors.enabled` or without a primary key; see \"Read it from anything\".",
+    "directory (`_delta_log/`), so delta-spark, delta-rs and other Delta readers read the table. Exact with "
+    "`deletion-vectors.enabled`; otherwise a bucket is published once it is one sorted run without deletes (a "
+    "compacted one); see \"Read it from anything\".",
 )
 ICEBERG_METADATA: ConfigOption[str] = ConfigOption(
     "metadata.iceberg.storage", "enum", "disabled",
     "`table-location`: every snapshot is also published as an Iceberg table snapshot under the table's directory "
-    "(`metadata/`), so pyiceberg and other Iceberg readers read the table; `disabled`: none. Exact for a table "
-    "with `deletion-vectors.enabled` or without a primary key; see \"Read it from anything\".",
+    "(`metadata/`), so pyiceberg and other Iceberg readers read the table; `disabled`: none. Exact with "
+    "`deletion-vectors.enabled`; otherwise a bucket is published once it is one sorted run without deletes (a "
+    "compacted one); see \"Read it from anything\".",
     choices=("disabled", "table-location"),
 )
 

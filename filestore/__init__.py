@@ -47,6 +47,7 @@ from filestore.store import FileStore
 from filestore.partition import partition_value, render_partition_column
 from filestore.paths import DEFAULT_PARTITION
 from filestore.write import FileStoreWrite
+from filestore.views.delta import delta_version
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
@@ -104,6 +105,7 @@ __all__ = [
     "compact",
     "conform_column",
     "delete_added_files",
+    "delta_version",
     "disable_manifest_cache",
     "enable_manifest_cache",
     "expire_snapshots",

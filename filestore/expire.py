@@ -106,8 +106,9 @@ def remove_orphan_files(store: "FileStore", older_than_ms: int) -> list[str]:
     removed = []
     for status in store.io.walk_files(store.paths.root):
         name = status.path.rsplit("/", 1)[-1]
-        if status.path.startswith((store.paths.schema_dir + "/", store.paths.checkpoint_dir + "/")):
-            continue
+        if status.path.startswith((store.paths.schema_dir + "/", store.paths.checkpoint_dir + "/",
+                                   f"{store.paths.root}/_delta_log/", f"{store.paths.root}/metadata/")):
+            continue  # the Delta and Iceberg views' logs and metadata (filestore.views) are never orphans
         if status.path.startswith(store.paths.snapshot_dir + "/") and (
             snapshot_id_of(name) is not None or name in ("LATEST", "EARLIEST")
         ):

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import catalog as _catalog
 from filestore import (
     CommitMessage, CommitRetriesExhaustedError, ExpireResult, RetryBudget, SequenceConflictError, Snapshot,
-    expire_snapshots, remove_orphan_files,
+    delta_version, expire_snapshots, remove_orphan_files,
 )
 from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
@@ -50,6 +50,8 @@ class SnapshotInfo:
     commit_identifier: int
     schema_id: int
     log_offsets: Mapping[int, int]
+    delta_version: int | None = None
+    """The table's Delta Lake version of this snapshot (`metadata.delta.enabled`), else None."""
 
     @property
     def time(self) -> dt.datetime:
@@ -62,9 +64,10 @@ class SnapshotInfo:
         return asdict(self)
 
     @staticmethod
-    def of(s: Snapshot) -> "SnapshotInfo":
+    def of(s: Snapshot, *, delta: bool = False) -> "SnapshotInfo":
         return SnapshotInfo(s.id, s.commit_kind.value, s.time_millis, s.total_record_count, s.delta_record_count,
-                            s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets))
+                            s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets),
+                            delta_version(s.id) if delta else None)
 
 
 @dataclass(frozen=True)
@@ -323,7 +326,8 @@ class Table:
         yield from self._store.new_read(columns, filter).read_all(splits)
 
     def snapshots(self) -> list[SnapshotInfo]:
-        return [SnapshotInfo.of(s) for s in self._store.snapshots.snapshots()]
+        delta = self._store.options.delta_metadata
+        return [SnapshotInfo.of(s, delta=delta) for s in self._store.snapshots.snapshots()]
 
     def system_table(self, name: str) -> pa.Table:
         """The system table `name` (tablestore.system_tables): Paimon's schemas, options, partitions, buckets,

@@ -171,11 +171,12 @@ def delete_where(args: Mapping[str, Any]) -> dict[str, Any]:
 SNAPSHOTS_COLUMNS: Columns = (
     ("snapshot_id", "BIGINT"), ("kind", "STRING"), ("commit_time", "TIMESTAMP"), ("total_record_count", "BIGINT"),
     ("delta_record_count", "BIGINT"), ("commit_user", "STRING"), ("commit_identifier", "BIGINT"),
-    ("schema_id", "BIGINT"), ("log_offsets", "MAP<INT, BIGINT>"),
+    ("schema_id", "BIGINT"), ("log_offsets", "MAP<INT, BIGINT>"), ("delta_version", "BIGINT"),
 )
 FILES_COLUMNS: Columns = (
     ("partition", "STRING"), ("bucket", "INT"), ("level", "INT"), ("file_name", "STRING"), ("record_count", "BIGINT"),
     ("file_size", "BIGINT"), ("min_sequence_number", "BIGINT"), ("max_sequence_number", "BIGINT"),
+    ("deleted_record_count", "BIGINT"),
 )
 SYSTEM_TABLES = ("snapshots", "files", *system_tables.SYSTEM_TABLES)
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
@@ -221,11 +222,11 @@ def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
     if name == "snapshots":
         return _result(columns, [[
             s.id, s.kind, s.time_millis, s.total_record_count, s.delta_record_count, s.commit_user,
-            s.commit_identifier, s.schema_id, dict(s.log_offsets),
+            s.commit_identifier, s.schema_id, dict(s.log_offsets), s.delta_version,
         ] for s in table.snapshots()])
     return _result(columns, [[
         _partition_name(f["partition"]), f["bucket"], f["level"], f["file"],  # type: ignore[arg-type]
-        f["row_count"], f["file_size"], f["min_sequence_number"], f["max_sequence_number"],
+        f["row_count"], f["file_size"], f["min_sequence_number"], f["max_sequence_number"], f["deleted_row_count"],
     ] for f in table.files()])
 
 
