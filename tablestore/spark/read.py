@@ -19,6 +19,12 @@
    A query's filters go to the JVM's reader as a Parquet predicate (jvm/read/ParquetPredicates.java), which skips
    the row groups and pages their statistics rule out (files are sorted by key: a key range reads a few), and
    `pushFilters` hands every filter back to Spark, which applies them to the rows.
+   A table with deletion vectors (filestore.deletion) hands its plain splits (`Split.plain`) over raw too, whatever
+   their runs: every file of the split, and per raw split `"vectors": [vector or null per file]` (the vector file's
+   path or URL, Delta's offset and size: filestore.dvformat), which the JVM's reader decodes
+   (jvm/mirror/DeletionVector.java) and whose positions it leaves out (the rows' own positions in their file, as
+   Spark's Parquet reader gives them with row groups and pages skipped). Such a split's rows are in no key order;
+   nothing of the JVM's raw reading relies on one.
    The splits a deduplicating table needs merged (`SplitRead.merge_runs`: several sorted runs or deletes, the
    default merge engine; keys of `_jvm_key` types) go to the JVM too, as `"merge": [[[file, ...] per run, newest
    first] per split]` with the table's `"keys"`: jvm/read/MergeSplits.java merges them (per key the record of the
@@ -144,8 +150,10 @@ def raw_plan(store: "FileStore", ref: TableRef, table_schema: pa.Schema, splits:
              jvm_s3a: bool) -> tuple[dict[str, Any], list[Split]]:
     """Step 4: the raw-plan document of `splits` (a scan of `table_schema`'s columns), and the splits left for
     Python to read."""
-    raw, merged, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
+    raw, vectors, merged, rest = _raw_splits(store, table_schema, splits, jvm_s3a)
     plan: dict[str, Any] = {"python_partitions": len(rest), "raw": raw}
+    if any(v is not None for split in vectors for v in split):
+        plan["vectors"] = vectors
     if merged:
         plan["merge"] = merged
         plan["keys"] = list(store.schema.key_columns)
@@ -155,36 +163,55 @@ def raw_plan(store: "FileStore", ref: TableRef, table_schema: pa.Schema, splits:
     return plan, rest
 
 
-def _raw_splits(store: "FileStore", table_schema: pa.Schema, splits: Sequence[Split],
-                jvm_s3a: bool) -> tuple[list[list[str]], list[list[list[str]]], list[Split]]:
-    """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs), the
-    splits the JVM merges (their runs' files, newest run first: `SplitRead.merge_runs`, keys of `_jvm_key` types)
-    and the others."""
+RawVector = dict[str, Any] | None
+"""A raw file's deletion vector in the raw plan: {"path": the vector file's path or URL, "offset": Delta's offset of
+its size field, "size": the serialized vector's bytes} (filestore.dvformat), or None (no rows deleted)."""
+
+
+def _raw_splits(store: "FileStore", table_schema: pa.Schema, splits: Sequence[Split], jvm_s3a: bool
+                ) -> tuple[list[list[str]], list[list[RawVector]], list[list[list[str]]], list[Split]]:
+    """The splits Spark's Parquet reader can read as they are (their files' absolute paths, or `s3a://` URLs, and
+    per file its deletion vector or None), the splits the JVM merges (their runs' files, newest run first:
+    `SplitRead.merge_runs`, keys of `_jvm_key` types) and the others.
+
+    A plain split (`Split.plain`: a table with deletion vectors, filestore.deletion) is raw whatever its runs: its
+    rows are its files' rows minus their vectors' positions, in no key order (the JVM relies on none)."""
     if (store.options.file_format != "parquet"
             or not (isinstance(store.io.arrow_fs(), pafs.LocalFileSystem) or (store.io.object_store and jvm_s3a))
             or not all(_raw_readable(f.type) for f in table_schema)):
-        return [], [], list(splits)
+        return [], [], [], list(splits)
     if store.schema.arrow_schema.names != table_schema.names:
-        return [], [], list(splits)   # the table gained columns since the query was planned: Python projects them
+        return [], [], [], list(splits)   # the table gained columns since the query was planned: Python projects them
     read = store.new_read(None, None)
     mergeable = all(_jvm_key(store.schema.arrow_schema.field(k).type) for k in store.schema.key_columns)
 
     def url(split: Split, f: DataFileMeta) -> str:
         return jvm_url(store.io.object_store, store.data_file_path(split.partition, split.bucket, f.file_name))
 
+    def vector(f: DataFileMeta) -> RawVector:
+        ref = f.deletion_vector
+        if ref is None:
+            return None
+        return {"path": jvm_url(store.io.object_store, f"{store.paths.root}/{ref.path}"), "offset": ref.offset,
+                "size": ref.size}
+
     raw: list[list[str]] = []
+    vectors: list[list[RawVector]] = []
     merged: list[list[list[str]]] = []
     rest: list[Split] = []
     for split in splits:
         files = read.plain_files(split)
+        if files is None and split.plain and read.merge_runs(split) is not None:
+            files = split.files   # merge_runs: every file written under a schema the raw read reads as it is
         runs = None if files is not None or not mergeable else read.merge_runs(split)
         if files is not None:
             raw.append([url(split, f) for f in files])
+            vectors.append([vector(f) for f in files])
         elif runs is not None:
             merged.append([[url(split, f) for f in run] for run in runs])
         else:
             rest.append(split)
-    return raw, merged, rest
+    return raw, vectors, merged, rest
 
 
 def _jvm_key(type_: pa.DataType) -> bool:

@@ -2,7 +2,8 @@
  * The JVM twins of rules that Python owns: the key bytes ({@link tablestore.spark.jvm.mirror.KeyEncoder}), the
  * bucket of a key ({@link tablestore.spark.jvm.mirror.BucketFunction}), a data file of the file store's format
  * ({@link tablestore.spark.jvm.mirror.DataFileOut}), a primary key's history in the upsert materializer
- * ({@link tablestore.spark.jvm.mirror.History}) and the names the two sides share (the generated {@code Contract}).
+ * ({@link tablestore.spark.jvm.mirror.History}), a deletion vector's bytes
+ * ({@link tablestore.spark.jvm.mirror.DeletionVector}) and the names the two sides share (the generated {@code Contract}).
  * The jar implements these again for speed; Python's module stays the reference, and tests hold the two to the same
  * results (golden vectors, differential tests).
  *

@@ -58,11 +58,22 @@ final class FilteredOpen {
      */
     static VectorizedParquetRecordReader open(String file, StructType columns, FilterPredicate filter,
                                               HashMap<String, String> hadoop, boolean opened) throws IOException {
+        return open(file, columns, filter, hadoop, opened, false);
+    }
+
+    /**
+     * The same; {@code rowIndex}: {@code columns} end with Spark's temporary row-index column
+     * ({@link DeletedRows#ROW_INDEX}), which the reader fills with each row's position in the file (opened the
+     * configured way even without a predicate: the path-only way knows only the file's columns).
+     */
+    static VectorizedParquetRecordReader open(String file, StructType columns, FilterPredicate filter,
+                                              HashMap<String, String> hadoop, boolean opened, boolean rowIndex)
+            throws IOException {
         if (!opened && HadoopFiles.remote(file)) {
             HadoopFiles.open(file, hadoop);   // the reader opens it with a bare Configuration: cache its file system
         }
         VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, 4096);
-        if (filter == null) {
+        if (filter == null && !rowIndex) {
             reader.initialize(file, Arrays.asList(columns.fieldNames()));
         } else {
             FilteredOpen.initialize(reader, file, columns, filter, hadoop);
@@ -94,7 +105,9 @@ final class FilteredOpen {
         conf.setBoolean("spark.sql.legacy.parquet.nanosAsLong", false);
         conf.set(ParquetInputFormat.READ_SUPPORT_CLASS, ParquetReadSupport.class.getName());
         conf.set(REQUESTED_SCHEMA, schema.json());
-        ParquetInputFormat.setFilterPredicate(conf, filter);
+        if (filter != null) {
+            ParquetInputFormat.setFilterPredicate(conf, filter);
+        }
         Path path = new Path(file);
         long length = path.getFileSystem(conf).getFileStatus(path).getLen();
         FileSplit split = new FileSplit(path, 0, length, new String[0]);

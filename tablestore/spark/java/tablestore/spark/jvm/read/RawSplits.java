@@ -42,6 +42,7 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.roaringbitmap.longlong.Roaring64NavigableMap;
 
 import tablestore.spark.jvm.HadoopFiles;
 import tablestore.spark.jvm.TaskErrors;
@@ -233,10 +234,16 @@ public final class RawSplits {
                 out.addAll(Arrays.asList(planned));
             }
             HashMap<String, String> hadoop = HadoopFiles.settings(raw.get("hadoop"));
-            for (JsonNode files : raw.path("raw")) {
-                List<String> paths = new ArrayList<>();
-                files.forEach(f -> paths.add(f.asText()));
-                out.add(new RawSplit(paths.toArray(new String[0]), hadoop, filter));
+            JsonNode vectors = raw.path("vectors");
+            for (int s = 0; s < raw.path("raw").size(); s++) {
+                JsonNode files = raw.path("raw").get(s);
+                String[] paths = new String[files.size()];
+                DeletedRows.Ref[] deleted = new DeletedRows.Ref[paths.length];
+                for (int f = 0; f < paths.length; f++) {
+                    paths[f] = files.get(f).asText();
+                    deleted[f] = DeletedRows.Ref.of(vectors.path(s).get(f));
+                }
+                out.add(new RawSplit(paths, deleted, hadoop, filter));
             }
             List<String> keys = new ArrayList<>();
             raw.path("keys").forEach(k -> keys.add(k.asText()));
@@ -255,17 +262,20 @@ public final class RawSplits {
     }
 
     /**
-     * A split Spark's Parquet reader reads: its files in key order (paths, or {@code s3a://} URLs), the Hadoop
-     * settings its files' file system is opened with ({@link HadoopFiles}), and the predicate
-     * whose row groups and pages it reads (null: all).
+     * A split Spark's Parquet reader reads: its files (paths, or {@code s3a://} URLs; in key order, or, when some
+     * carry deletion vectors, in no order: nothing here relies on one), per file its deletion vector or null
+     * ({@link DeletedRows}), the Hadoop settings its files' file system is opened with ({@link HadoopFiles}), and
+     * the predicate whose row groups and pages it reads (null: all).
      */
     static final class RawSplit implements InputPartition {
         final String[] files;
+        final DeletedRows.Ref[] vectors;
         final HashMap<String, String> hadoop;
         final FilterPredicate filter;
 
-        RawSplit(String[] files, HashMap<String, String> hadoop, FilterPredicate filter) {
+        RawSplit(String[] files, DeletedRows.Ref[] vectors, HashMap<String, String> hadoop, FilterPredicate filter) {
             this.files = files;
+            this.vectors = vectors;
             this.hadoop = hadoop;
             this.filter = filter;
         }
@@ -344,7 +354,10 @@ public final class RawSplits {
         }
     }
 
-    /** A raw split's files, one after the other, through Spark's vectorized Parquet reader. */
+    /**
+     * A raw split's files, one after the other, through Spark's vectorized Parquet reader; a file with a deletion
+     * vector without the rows it deletes ({@link DeletedRows}).
+     */
     static final class RawSplitReader implements PartitionReader<ColumnarBatch> {
         private final RawSplit split;
         private final StructType schema;
@@ -352,6 +365,8 @@ public final class RawSplits {
         private VectorizedParquetRecordReader reader;
         private ColumnarBatch batch;
         private boolean opened;   // the file system of its files (see FilteredOpen.open)
+        private Roaring64NavigableMap deleted;   // the open file's deleted positions (null: none)
+        private KeptRows[] kept;
 
         RawSplitReader(RawSplit split, StructType schema) {
             this.split = split;
@@ -369,6 +384,9 @@ public final class RawSplits {
                 }
                 if (reader.nextKeyValue()) {
                     batch = (ColumnarBatch) reader.getCurrentValue();
+                    if (deleted != null) {
+                        batch = DeletedRows.kept(batch, deleted, kept);
+                    }
                     return true;
                 }
                 reader.close();
@@ -377,7 +395,14 @@ public final class RawSplits {
         }
 
         private void open(String file) throws IOException {
-            reader = FilteredOpen.open(file, schema, split.filter, split.hadoop, opened);
+            DeletedRows.Ref vector = split.vectors[next - 1];
+            deleted = vector == null ? null : DeletedRows.read(vector, file, split.hadoop);
+            if (deleted != null && deleted.isEmpty()) {
+                deleted = null;
+            }
+            StructType columns = deleted == null ? schema : DeletedRows.withRowIndex(schema);
+            kept = new KeptRows[schema.size()];
+            reader = FilteredOpen.open(file, columns, split.filter, split.hadoop, opened, deleted != null);
             opened = true;
         }
 
