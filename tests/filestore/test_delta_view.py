@@ -372,3 +372,22 @@ def test_snapshots_name_their_delta_version(cat: tablestore.Catalog) -> None:
     plain = cat.create_table("db.plain", schema=SCHEMA, primary_key=["id"], options={"log.system": "none"})
     plain.write(rows(range(5), 1))
     assert [s.delta_version for s in plain.snapshots()] == [None]
+
+
+@pytest.mark.s3
+def test_delta_rs_reads_a_table_on_s3(s3_warehouse: str, s3_server: Any) -> None:
+    import deltalake
+
+    c = tablestore.Catalog(s3_warehouse, s3_server.catalog_options())
+    c.create_database("db")
+    t = c.create_table("db.t", schema=SCHEMA, primary_key=["id"], options=DV)
+    t.write(rows(range(40), 1))
+    t.write(rows(range(0, 40, 3), 2))
+    t.write(deletes([1, 2]))
+    storage = {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_ACCESS_KEY_ID": s3_server.access_key,
+               "AWS_SECRET_ACCESS_KEY": s3_server.secret_key, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    path = f"{s3_warehouse}/db.db/t"
+    for version, sid in ((None, None), (1, 2)):
+        table = deltalake.DeltaTable(path, storage_options=storage, version=version)
+        got = pa.RecordBatchReader.from_stream(table.scan()).read_all()
+        assert normalized(got, SCHEMA.names) == normalized(t.read(snapshot_id=sid), SCHEMA.names)
