@@ -12,12 +12,29 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from filestore import compact_pick
 from filestore.live import LiveFiles
+from filestore.meta import DataFileMeta
+from filestore.schema import TableSchema
 
 if TYPE_CHECKING:
     from filestore.context import StoreContext
 
 log = logging.getLogger(__name__)
+
+
+def plain_bucket(context: "StoreContext", schema: TableSchema, files: list[DataFileMeta]) -> bool | None:
+    """Whether a bucket's files, read plainly (each minus its deletion vector, no merge), are its rows: always with
+    deletion vectors; for a primary-key table without them, when the files are one sorted run without DELETE
+    records (a compacted bucket); None for a table without a primary key, whose records' counts decide (each view
+    says what it can express)."""
+    if context.options.deletion_vectors:
+        return True
+    if any(f.delete_row_count for f in files):
+        return False
+    if schema.has_primary_key:
+        return len(compact_pick.sorted_runs(files)) <= 1
+    return None
 
 
 def publish(context: "StoreContext", live: LiveFiles) -> None:

@@ -66,9 +66,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore import compact_pick
 from filestore.errors import SnapshotNotFoundError
 from filestore.live import LiveFiles
+from filestore.views import plain_bucket
 from filestore.merge_keys import COUNT
 from filestore.meta import CommitKind, DataFileMeta, Partition
 from filestore.schema import SchemaManager, TableSchema
@@ -332,12 +332,9 @@ def _publishable(context: "StoreContext", schema: TableSchema, partition: Partit
                  files: list[DataFileMeta], published: Mapping[str, Any], rel_dir: str) -> bool:
     """Whether a bucket's files, read plainly (minus their vectors), are its rows (invariant 4): for a table without
     a primary key, whether no record retracts (`_VALUE_COUNT` < 1; read once per file not yet published)."""
-    if context.options.deletion_vectors:
-        return True
-    if any(f.delete_row_count for f in files):
-        return False
-    if schema.has_primary_key:
-        return len(compact_pick.sorted_runs(files)) <= 1
+    plain = plain_bucket(context, schema, files)
+    if plain is not None:
+        return plain
     for f in files:
         if f"{rel_dir}/{_quote(f.file_name)}" in published:
             continue

@@ -54,9 +54,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow.compute as pc
 
-from filestore import compact_pick, deletion, dvformat
+from filestore import deletion, dvformat
 from filestore.errors import SnapshotNotFoundError
 from filestore.live import LiveFiles
+from filestore.views import plain_bucket
 from filestore.merge_keys import COUNT
 from filestore.meta import CommitKind, DataFileMeta, Partition
 from filestore.partition import partition_value
@@ -213,12 +214,9 @@ def _remember(context: "StoreContext", state: _Published) -> _Published:
 def _publishable(context: "StoreContext", schema: TableSchema, partition: Partition, bucket: int,
                  files: list[DataFileMeta], known: Mapping[str, ia.Entry], dir_uri: str) -> bool:
     """Whether a bucket's files, read plainly, are exactly its rows (module docstring, invariant 3)."""
-    if context.options.deletion_vectors:
-        return True
-    if any(f.delete_row_count for f in files):
-        return False
-    if schema.has_primary_key:
-        return len(compact_pick.sorted_runs(files)) <= 1
+    plain = plain_bucket(context, schema, files)
+    if plain is not None:
+        return plain
     for f in files:
         if f"{dir_uri}/{f.file_name}" in known:
             continue
