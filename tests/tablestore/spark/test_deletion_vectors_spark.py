@@ -176,3 +176,34 @@ def test_the_jar_s_vector_decoder_reads_the_golden_vectors(tmp_path: Path) -> No
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.strip().endswith("11 cases, 0 failures"), run.stdout
+
+
+def test_spark_writes_into_a_dv_table_set_its_vectors(spark: Any, spark_warehouse: Path) -> None:
+    """The vectors are set by the commit, whoever wrote the files: the DataFrame write (JVM tasks), SQL's UPDATE,
+    MERGE and DELETE all leave a table whose plain scan (every file minus its vector) is the table."""
+    catalog = tablestore.Catalog(str(spark_warehouse))
+    catalog.create_database("dvs", ignore_if_exists=True)
+    name = f"dvs.w{next(_names)}"
+    table = catalog.create_table(name, SCHEMA, primary_key=["k", "p"], partition_by=["p"], options={
+        "bucket": "2", "write-only": "true", "deletion-vectors.enabled": "true", "log.system": "none"})
+    first = [(k, "x", k, "a", 1.0) for k in range(200)]
+    spark.createDataFrame(first, "k long, p string, v long, note string, x double").write.format(
+        "managed").mode("append").save(name)
+    second = [(k, "x", -k, "b", 2.0) for k in range(0, 200, 2)]
+    spark.createDataFrame(second, "k long, p string, v long, note string, x double").write.format(
+        "managed").mode("append").save(name)
+    spark.sql(f"UPDATE managed.{name} SET note = 'u' WHERE k % 3 = 0")
+    spark.sql(f"DELETE FROM managed.{name} WHERE k IN ({', '.join(str(k) for k in range(0, 200, 5))})")
+    spark.createDataFrame([(7, "x", 70), (1000, "x", 1)], "k long, p string, v long").createOrReplaceTempView("src")
+    spark.sql(f"MERGE INTO managed.{name} t USING src s ON t.k = s.k AND t.p = s.p "
+              "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (k, p, v) VALUES (s.k, s.p, s.v)")
+    want: dict[int, tuple[Any, ...]] = {}
+    for k, p, v, note, x in first + second:
+        want[k] = (k, p, v, note, x)
+    want = {k: (r[0], r[1], r[2], "u" if k % 3 == 0 else r[3], r[4]) for k, r in want.items() if k % 5}
+    want[7] = (7, "x", 70, *want[7][3:])
+    want[1000] = (1000, "x", 1, None, None)
+    assert _rows(table.read()) == sorted(want.values(), key=repr)
+    assert _got(spark.table(f"managed.{name}")) == sorted(want.values(), key=repr)
+    assert sum(int(f["deleted_row_count"]) for f in table.files()) > 0  # type: ignore[call-overload]
+    _check_raw_plan(table)
