@@ -100,9 +100,10 @@ def main() -> None:
     }
     if not args.no_spark:
         from tablestore.spark import session
+        from tablestore.spark.delta import delta_conf
 
         spark = session(str(work / "wh"), master="local[2]", **{
-            "spark.ui.enabled": "false", "spark.driver.memory": "4g"})
+            "spark.ui.enabled": "false", "spark.driver.memory": "4g", **delta_conf()})
         spark.sparkContext.setLogLevel("ERROR")
         if "delta" not in spark.conf.get("spark.sql.extensions", ""):
             raise SystemExit("the Spark session has no Delta Lake (delta-spark and its jars are needed)")
