@@ -39,6 +39,7 @@ from filestore.errors import CorruptFileError, FileStoreError
 from filestore.fileio import FileIO
 from filestore.keycodec import KeyCodec
 from filestore.live import FileKey, LiveFiles
+from filestore.manifest import live_entries
 from filestore.merge import KIND, SEQ
 from filestore.meta import DataFileMeta, DeletionVectorRef, FileKind, ManifestEntry, Partition, ValueKind
 from filestore.parallel import pool
@@ -121,21 +122,17 @@ def commit_vectors(
     """The deletion-vector index after a commit of `entries` on `base`: (its name, its vectors). New vectors are
     written to one new vector file and the index to a new manifest-directory file (their paths appended to
     `written`, for the commit to delete should it lose the race); an unchanged index keeps its name."""
-    live = dict(base.entries)
-    for e in entries:
-        if e.kind == FileKind.ADD:
-            live[e.identifier] = e
-        else:
-            live.pop(e.identifier, None)
+    live = live_entries(entries, base.entries)
     vectors = {k: v for k, v in base.deletion_vectors.items() if k in live}
     added: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
     for e in entries:
         if e.kind == FileKind.ADD:
             added[(e.partition, e.bucket)].append(e.file)
+    added_names = {(e.partition, e.bucket, e.file.file_name) for e in entries if e.kind == FileKind.ADD}
     others: dict[tuple[Partition, int], list[DataFileMeta]] = defaultdict(list)
-    for (p, b, name), e in live.items():
-        if (p, b) in added and name not in {f.file_name for f in added[(p, b)]}:
-            others[(p, b)].append(e.file)
+    for key, e in live.items():
+        if (key[0], key[1]) in added and key not in added_names:
+            others[(key[0], key[1])].append(e.file)
     jobs = [(where, files, others.get(where, [])) for where, files in added.items()]
 
     def run(job: tuple[tuple[Partition, int], list[DataFileMeta], list[DataFileMeta]]) -> dict[str, np.ndarray]:

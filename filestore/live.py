@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Collection, Iterable, Mapping
 
 from filestore.manifest import ManifestIO, live_entries
-from filestore.meta import (DataFileMeta, DeletionVectorRef, FileKind, ManifestEntry, ManifestFileMeta, Partition,
+from filestore.meta import (DataFileMeta, DeletionVectorRef, ManifestEntry, ManifestFileMeta, Partition,
                             Snapshot)
 
 FileKey = tuple[Partition, int, str]
@@ -67,12 +67,7 @@ class LiveFiles:
               deletion_vectors: Mapping[FileKey, DeletionVectorRef] | None = None) -> "LiveFiles":
         """The live files of `snapshot`, the child of this one that applied `delta` (no read); `deletion_vectors`:
         its vectors (default: this one's, of the files still live)."""
-        entries = dict(self.entries)
-        for e in delta:
-            if e.kind == FileKind.ADD:
-                entries[e.identifier] = e
-            else:
-                entries.pop(e.identifier, None)
+        entries = live_entries(delta, self.entries)
         if deletion_vectors is None:
             deletion_vectors = {k: v for k, v in self.deletion_vectors.items() if k in entries}
         return LiveFiles(snapshot, tuple(manifests), entries, deletion_vectors)

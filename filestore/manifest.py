@@ -237,9 +237,13 @@ class ManifestIO:
         return dict(rows)
 
 
-def live_entries(entries: Iterable[ManifestEntry]) -> dict[tuple[tuple[str, ...], int, str], ManifestEntry]:
-    """Replay entries in order; what remains are the live files, keyed by (partition, bucket, file name)."""
-    live: dict[tuple[tuple[str, ...], int, str], ManifestEntry] = {}
+def live_entries(
+    entries: Iterable[ManifestEntry],
+    base: Mapping[tuple[tuple[str, ...], int, str], ManifestEntry] | None = None,
+) -> dict[tuple[tuple[str, ...], int, str], ManifestEntry]:
+    """Replay entries in order on `base` (the live files they follow; default: none); what remains are the live
+    files, keyed by (partition, bucket, file name). The one replay of ADD and DELETE entries."""
+    live: dict[tuple[tuple[str, ...], int, str], ManifestEntry] = dict(base) if base else {}
     for e in entries:
         if e.kind == FileKind.ADD:
             live[e.identifier] = e
