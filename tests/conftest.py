@@ -14,6 +14,7 @@ import free_ports
 import hang_watchdog
 import pytest
 import s3_server as s3_server_module
+import tablestore
 import spark_cluster as spark_cluster_module
 
 from logstore import broker
@@ -95,6 +96,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The object-store and cluster tests run last: on a machine without the cached SeaweedFS binary,
     scripts/dev.py builds it in the background while the others run (the fixture waits for that build)."""
     items.sort(key=lambda item: item.get_closest_marker("s3") is not None or item.get_closest_marker("cluster") is not None)
+
+
+@pytest.fixture
+def cat(tmp_path: "os.PathLike[str]") -> tablestore.Catalog:
+    """A catalog in the test's temporary directory, with the database `db` (a module may define its own `cat`)."""
+    c = tablestore.Catalog(str(tmp_path))
+    c.create_database("db")
+    return c
 
 
 @pytest.fixture(scope="session")

@@ -20,27 +20,13 @@ from hypothesis import strategies as st
 
 import tablestore
 from duckdb_ext import connect_with
+from dv_tables import SCHEMA, deletes, normalized, rows, write_history
 from filestore.views import delta
 
 deltalake = pytest.importorskip("deltalake")
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("v", pa.float64())])
 VIEW = {"metadata.delta.enabled": "true", "log.system": "none", "bucket": "2"}
 DV = {**VIEW, "deletion-vectors.enabled": "true"}
-
-
-def rows(ids: list[int] | range, version: int, schema: pa.Schema = SCHEMA, **extra: list[Any]) -> pa.Table:
-    ids = list(ids)
-    data: dict[str, Any] = {"id": ids, "name": [f"n{i}-{version}" for i in ids], "v": [float(version)] * len(ids),
-                            **extra}
-    for f in schema:
-        data.setdefault(f.name, [version] * len(ids))
-    return pa.table(data, schema=schema)
-
-
-def deletes(ids: list[int], schema: pa.Schema = SCHEMA, **extra: list[Any]) -> pa.Table:
-    t = rows(ids, 0, schema, **extra)
-    return t.append_column("_row_kind", pa.array(["-D"] * len(ids)))
 
 
 def log_dir(table: tablestore.Table) -> Path:
@@ -61,10 +47,6 @@ def delta_read(table: tablestore.Table, version: int | None = None) -> pa.Table:
     return pa.RecordBatchReader.from_stream(dt.scan()).read_all()
 
 
-def normalized(t: pa.Table, columns: list[str]) -> list[str]:
-    return sorted(json.dumps(r, sort_keys=True, default=str) for r in t.select(columns).to_pylist())
-
-
 def assert_view_matches(table: tablestore.Table, snapshot_id: int | None = None, *, all_columns: bool = True) -> None:
     """Delta's read of the version of `snapshot_id` (default: the latest) is the table's read of that snapshot;
     `all_columns`: and the latest has every column of the table (false: a column added since the last commit is
@@ -78,21 +60,9 @@ def assert_view_matches(table: tablestore.Table, snapshot_id: int | None = None,
     assert normalized(got, columns) == normalized(want, columns)
 
 
-@pytest.fixture
-def cat(tmp_path: Path) -> tablestore.Catalog:
-    c = tablestore.Catalog(str(tmp_path))
-    c.create_database("db")
-    return c
-
-
 def test_versions_map_to_snapshots_with_vectors_and_time_travel(cat: tablestore.Catalog) -> None:
     t = cat.create_table("db.t", schema=SCHEMA, primary_key=["id"], options=DV)
-    t.write(rows(range(100), 1))
-    t.write(rows(range(0, 100, 3), 2))
-    t.write(deletes(list(range(0, 100, 7))))
-    t.compact(full=False)
-    t.write(rows(range(90, 120), 3))
-    t.compact(full=True)
+    write_history(t, final_compaction=True)
     latest = t.latest_snapshot_id()
     assert latest is not None and versions(t) == list(range(latest))
     for sid in range(1, latest + 1):

@@ -23,26 +23,13 @@ from hypothesis import strategies as st
 import tablestore
 
 from duckdb_ext import connect_with
+from dv_tables import SCHEMA, deletes, normalized, rows, write_history
 from filestore.views import iceberg
 
 pyiceberg_table = pytest.importorskip("pyiceberg.table")
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("v", pa.float64())])
 ICEBERG = {"metadata.iceberg.storage": "table-location", "log.system": "none", "bucket": "2"}
 DV = {**ICEBERG, "deletion-vectors.enabled": "true"}
-
-
-def rows(ids: list[int] | range, version: int, schema: pa.Schema = SCHEMA) -> pa.Table:
-    ids = list(ids)
-    data: dict[str, Any] = {"id": ids, "name": [f"n{i}-{version}" for i in ids], "v": [float(version)] * len(ids)}
-    for f in schema:
-        data.setdefault(f.name, [version] * len(ids))
-    return pa.table(data, schema=schema)
-
-
-def deletes(ids: list[int]) -> pa.Table:
-    t = rows(ids, 0)
-    return t.append_column("_row_kind", pa.array(["-D"] * len(ids)))
 
 
 def metadata_files(table: tablestore.Table) -> dict[int, Path]:
@@ -75,10 +62,6 @@ def needed_files(table: tablestore.Table, static: Any) -> set[str]:
     return found
 
 
-def normalized(t: pa.Table, columns: list[str]) -> list[dict[str, Any]]:
-    return sorted(t.select(columns).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
-
-
 def assert_view_matches(table: tablestore.Table, snapshot_id: int | None = None) -> None:
     static = view(table)
     columns = table.schema.names
@@ -89,20 +72,9 @@ def assert_view_matches(table: tablestore.Table, snapshot_id: int | None = None)
     assert normalized(got, columns) == normalized(want, columns)
 
 
-@pytest.fixture
-def cat(tmp_path: Path) -> tablestore.Catalog:
-    c = tablestore.Catalog(str(tmp_path))
-    c.create_database("db")
-    return c
-
-
 def test_upserts_deletes_and_time_travel(cat: tablestore.Catalog) -> None:
     t = cat.create_table("db.t", schema=SCHEMA, primary_key=["id"], options=DV)
-    t.write(rows(range(100), 1))
-    t.write(rows(range(0, 100, 3), 2))
-    t.write(deletes(list(range(0, 100, 7))))
-    t.compact(full=False)
-    t.write(rows(range(90, 120), 3))
+    write_history(t)
     static = view(t)
     sids = [s.snapshot_id for s in static.metadata.snapshots]
     assert sids == list(range(1, t.latest_snapshot_id() + 1))  # type: ignore[operator]

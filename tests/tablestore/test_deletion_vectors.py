@@ -15,23 +15,12 @@ import pytest
 import catalog
 import tablestore
 from catalog.errors import InvalidOptionError, MergeEngineOptionError
+from dv_tables import SCHEMA, deletes, rows
 
 if TYPE_CHECKING:
     from s3_server import S3Server
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("v", pa.float64())])
 DV = {"deletion-vectors.enabled": "true", "bucket": "2"}
-
-
-def rows(ids: range | list[int], version: int) -> pa.Table:
-    ids = list(ids)
-    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}-{version}" for i in ids],
-                     "v": [float(version)] * len(ids)}, schema=SCHEMA)
-
-
-def deletes(ids: list[int]) -> pa.Table:
-    t = rows(ids, 0)
-    return t.append_column("_row_kind", pa.array(["-D"] * len(ids)))
 
 
 def by_id(t: pa.Table) -> dict[int, tuple[str, float]]:
@@ -56,13 +45,6 @@ def plain_scan(table: tablestore.Table, snapshot_id: int | None = None) -> dict[
             assert r["id"] not in out, f"key {r['id']} live twice"
             out[r["id"]] = (r["name"], r["v"])
     return out
-
-
-@pytest.fixture
-def cat(tmp_path: Path) -> tablestore.Catalog:
-    c = tablestore.Catalog(str(tmp_path))
-    c.create_database("db")
-    return c
 
 
 def test_upserts_and_deletes_read_as_the_plain_scan_at_every_snapshot(cat: tablestore.Catalog) -> None:

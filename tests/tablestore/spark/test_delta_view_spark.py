@@ -3,7 +3,6 @@ read exactly as the table reads the snapshot they publish, with deletion vectors
 column added, a compaction and a checkpoint; the data files' system columns are not in the view."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import tablestore
+from dv_tables import SCHEMA, deletes, normalized, rows
 from tablestore.spark.delta import DELTA_BUILDS, spark_minor
 
 pytestmark = [pytest.mark.spark,
@@ -18,25 +18,7 @@ pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(spark_minor() not in DELTA_BUILDS,
                                  reason=f"no Delta Lake build for PySpark {spark_minor()} (docs/spark.md)")]
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("v", pa.float64())])
 DV = {"deletion-vectors.enabled": "true", "metadata.delta.enabled": "true", "log.system": "none", "bucket": "2"}
-
-
-def rows(ids: list[int] | range, version: int, schema: pa.Schema = SCHEMA, **extra: list[Any]) -> pa.Table:
-    ids = list(ids)
-    data: dict[str, Any] = {"id": ids, "name": [f"n{i}-{version}" for i in ids], "v": [float(version)] * len(ids),
-                            **extra}
-    for f in schema:
-        data.setdefault(f.name, [version] * len(ids))
-    return pa.table(data, schema=schema)
-
-
-def deletes(ids: list[int], schema: pa.Schema = SCHEMA, **extra: list[Any]) -> pa.Table:
-    return rows(ids, 0, schema, **extra).append_column("_row_kind", pa.array(["-D"] * len(ids)))
-
-
-def normalized(records: list[dict[str, Any]], columns: list[str]) -> list[str]:
-    return sorted(json.dumps({c: r[c] for c in columns}, sort_keys=True, default=str) for r in records)
 
 
 def spark_rows(spark: Any, path: str, version: int | None = None) -> tuple[list[str], list[dict[str, Any]]]:
@@ -54,7 +36,7 @@ def assert_spark_matches(spark: Any, table: tablestore.Table, snapshot_id: int |
     common = [c for c in want.column_names if c in columns]
     if snapshot_id is None:
         assert sorted(common) == sorted(table.schema.names) == sorted(columns)
-    assert normalized(got, common) == normalized(want.to_pylist(), common)
+    assert normalized(got, common) == normalized(want, common)
 
 
 @pytest.fixture
