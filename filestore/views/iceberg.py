@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow.compute as pc
@@ -57,49 +55,25 @@ import pyarrow.compute as pc
 from filestore import deletion, dvformat
 from filestore.errors import SnapshotNotFoundError
 from filestore.live import LiveFiles
-from filestore.views import plain_bucket
 from filestore.merge_keys import COUNT
 from filestore.meta import CommitKind, DataFileMeta, Partition
 from filestore.partition import partition_value
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
+from filestore.views import plain_bucket
 from filestore.views import iceberg_avro as ia
+from filestore.views.iceberg_state import (METADATA_DIR, VERSION_HINT, Manifest, Published, io_path, latest_version,
+                                           load, metadata_file, remember, root_uri)
 
 if TYPE_CHECKING:
     from filestore.context import StoreContext
 
 NAME = "Iceberg"
-METADATA_DIR = "metadata"
-VERSION_HINT = "version-hint.text"
 MAX_REUSED_MANIFESTS = 32
 """More manifests of one content than this and the next snapshot rewrites them into one."""
 SYSTEM_FIELD_IDS = {name: 2**30 - 1 + i for i, name in enumerate(SYSTEM_COLUMNS)}
 """Name-mapping ids of the data files' system columns: no table column has them (ids count up from 0) and no
 schema lists them, so readers skip those columns; clear of Iceberg's reserved ids (near 2**31)."""
-_VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Manifest:
-    row: dict[str, Any]      # its manifest-list record
-    keys: tuple[str, ...]    # the keys of the entries it lists
-
-
-@dataclass(frozen=True)
-class _Published:
-    """The state of the latest Iceberg snapshot (None: nothing published yet)."""
-
-    version: int | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, ia.Entry] = field(default_factory=dict)
-    deletes: dict[str, ia.Entry] = field(default_factory=dict)
-    manifests: tuple[_Manifest, ...] = ()
-
-
-_cache: dict[tuple[str, str | None], _Published] = {}
-"""Per table (directory and identity), the state it last published or loaded: the next commit's publish starts from
-it without reading manifests back (a few tables' worth per process)."""
-_CACHE_TABLES = 64
 
 
 class _Refused(Exception):
@@ -110,10 +84,10 @@ def publish(context: "StoreContext", live: LiveFiles) -> None:
     """Publish every snapshot up to `live`'s that the view lacks, in order (module docstring, invariant 1)."""
     if live.snapshot is None:
         return
-    latest = _latest_version(context)
+    latest = latest_version(context)
     if latest is not None and latest >= live.snapshot.id:
         return
-    state = _load(context, latest)
+    state = load(context, latest)
     first = max((latest or 0) + 1, context.snapshots.earliest_id() or live.snapshot.id)
     for sid in range(first, live.snapshot.id + 1):
         if sid == live.snapshot.id:
@@ -129,86 +103,7 @@ def publish(context: "StoreContext", live: LiveFiles) -> None:
             log.error("table %s: the Iceberg view stops at snapshot %s: %s", context.table_name, state.version, e)
             return
         # None: another publisher created this version first; go on from its state
-        state = published if published is not None else _load(context, sid)
-
-
-def _root_uri(context: "StoreContext") -> str:
-    return str(context.io.fs.unstrip_protocol(context.paths.root)).rstrip("/")
-
-
-def _io_path(context: "StoreContext", uri: str) -> str:
-    root_uri = _root_uri(context)
-    return context.paths.root + uri[len(root_uri):] if uri.startswith(root_uri) else uri
-
-
-def _metadata_file(context: "StoreContext", version: int) -> str:
-    return f"{context.paths.root}/{METADATA_DIR}/v{version}.metadata.json"
-
-
-def _latest_version(context: "StoreContext") -> int | None:
-    """The highest published version: the hint verified and probed past, else the listing's highest."""
-    io = context.io
-    found: int | None = None
-    try:
-        found = int(io.read_bytes(f"{context.paths.root}/{METADATA_DIR}/{VERSION_HINT}").decode().strip())
-        if not io.exists(_metadata_file(context, found)):
-            found = None
-    except (OSError, ValueError):
-        found = None
-    if found is None:
-        names = (s.path.rsplit("/", 1)[-1] for s in io.list_dir(f"{context.paths.root}/{METADATA_DIR}"))
-        found = max((v for v in map(_version_of, names) if v is not None), default=None)
-    while found is not None and io.exists(_metadata_file(context, found + 1)):
-        found += 1
-    return found
-
-
-def _version_of(file_name: str) -> int | None:
-    """N of `v<N>.metadata.json`, None for any other name."""
-    m = _VERSION.match(file_name)
-    return int(m.group(1)) if m else None
-
-
-def _load(context: "StoreContext", version: int | None) -> _Published:
-    """The published state of `version`: its metadata, live entries and manifests (read once per process)."""
-    if version is None:
-        return _Published()
-    cached = _cache.get((context.paths.root, context.schema.uuid))
-    if cached is not None and cached.version == version:
-        return cached
-    metadata = json.loads(context.io.read_bytes(_metadata_file(context, version)))
-    current = metadata.get("current-snapshot-id")
-    snapshot = next((s for s in metadata.get("snapshots", []) if s["snapshot-id"] == current), None)
-    data: dict[str, ia.Entry] = {}
-    deletes: dict[str, ia.Entry] = {}
-    manifests: list[_Manifest] = []
-    if snapshot is not None:
-        for row in ia.read_avro(context.io.read_bytes(_io_path(context, snapshot["manifest-list"]))):
-            keys = []
-            for e in ia.read_avro(context.io.read_bytes(_io_path(context, row["manifest_path"]))):
-                if e["status"] == 2:
-                    continue
-                f = e["data_file"]
-                entry = ia.Entry(f["file_path"], tuple(f["partition"].values()), f["record_count"],
-                               f["file_size_in_bytes"], e["snapshot_id"], e["sequence_number"], f.get("first_row_id"),
-                               f.get("referenced_data_file"), f.get("content_offset"), f.get("content_size_in_bytes"))
-                if row["content"] == 0:
-                    data[entry.path] = entry
-                    keys.append(entry.path)
-                else:
-                    deletes[entry.referenced or entry.path] = entry
-                    keys.append(entry.referenced or entry.path)
-            manifests.append(_Manifest(row, tuple(keys)))
-    return _remember(context, _Published(version, metadata, data, deletes, tuple(manifests)))
-
-
-def _remember(context: "StoreContext", state: _Published) -> _Published:
-    key = (context.paths.root, context.schema.uuid)
-    _cache.pop(key, None)
-    while len(_cache) >= _CACHE_TABLES:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = state
-    return state
+        state = published if published is not None else load(context, sid)
 
 
 def _publishable(context: "StoreContext", schema: TableSchema, partition: Partition, bucket: int,
@@ -236,7 +131,7 @@ def _name_mapping(context: "StoreContext", schema: TableSchema) -> list[dict[str
     return mapping
 
 
-def _publish_snapshot(context: "StoreContext", state: _Published, live: LiveFiles) -> _Published | None:
+def _publish_snapshot(context: "StoreContext", state: Published, live: LiveFiles) -> Published | None:
     """Publish `live` on top of `state`: the new state, or None when another publisher created the version. The
     files it wrote are deleted when it fails or loses (a crash leaves them, unreferenced)."""
     written: list[str] = []
@@ -258,8 +153,8 @@ def _delete(context: "StoreContext", paths: list[str]) -> None:
             log.warning("table %s: could not delete the unused Iceberg file %s: %s", context.table_name, path, e)
 
 
-def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
-                    written: list[str]) -> _Published | None:
+def _write_snapshot(context: "StoreContext", state: Published, live: LiveFiles,
+                    written: list[str]) -> Published | None:
     """`_publish_snapshot`'s work; every file it writes is appended to `written` before the metadata file."""
     assert live.snapshot is not None
     snap = live.snapshot
@@ -272,7 +167,7 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
     if refused:
         raise _Refused(refused)
     mapping = _name_mapping(context, schema)
-    root, root_uri, io = context.paths.root, _root_uri(context), context.io
+    root, base_uri, io = context.paths.root, root_uri(context), context.io
     types = dict(zip(schema.arrow_schema.names, schema.arrow_schema.types))
     spec_fields = [(k, ia.PARTITION_FIELD_BASE + i, ia.iceberg_type(types[k])) for i, k in
                    enumerate(schema.partition_keys)]
@@ -289,7 +184,7 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
     data: dict[str, ia.Entry] = {}
     wanted_dvs: dict[str, tuple[Any, tuple[Any, ...]]] = {}
     for (partition, bucket), files in sorted(by_bucket.items()):
-        dir_uri = root_uri + context.paths.bucket_dir(schema.partition_keys, partition, bucket)[len(root):]
+        dir_uri = base_uri + context.paths.bucket_dir(schema.partition_keys, partition, bucket)[len(root):]
         if not _publishable(context, schema, partition, bucket, [f for _, f in files], state.data, dir_uri):
             data.update({x.path: x for x in published_by_dir.get(dir_uri, [])})  # the bucket lags
             continue
@@ -321,7 +216,7 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
         io.write_bytes(f"{root}/{name}", puffin)
         written.append(f"{root}/{name}")
         for p, (offset, length) in zip(paths, ranges):
-            deletes[p] = ia.Entry(f"{root_uri}/{name}", changed[p][1], changed[p][0].cardinality, len(puffin),
+            deletes[p] = ia.Entry(f"{base_uri}/{name}", changed[p][1], changed[p][0].cardinality, len(puffin),
                                 snap.id, seq, None, p, offset, length)
 
     # manifests: reuse those whose entries are all still listed, write the rest
@@ -329,7 +224,7 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
           "partition-spec": json.dumps([{"name": n, "transform": "identity", "source-id": schema.field_id(n),
                                          "field-id": fid} for n, fid, _ in spec_fields]), "format-version": "3"}
     avro_schema = ia.manifest_schema(spec_fields)
-    manifests: list[_Manifest] = []
+    manifests: list[Manifest] = []
     for content, wanted, before in ((0, data, state.data), (1, deletes, state.deletes)):
         reused = [m for m in state.manifests if m.row["content"] == content
                   and all(before.get(k) is wanted.get(k) for k in m.keys)]
@@ -343,10 +238,10 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
             payload, row = ia.manifest(rest, snap.id, seq, content, avro_schema,
                                        {**kv, "content": "data" if content == 0 else "deletes"},
                                        [n for n, *_ in spec_fields], context.options.file_format,
-                                       f"{root_uri}/{name}")
+                                       f"{base_uri}/{name}")
             io.write_bytes(f"{root}/{name}", payload)
             written.append(f"{root}/{name}")
-            manifests.append(_Manifest(row, tuple(e.referenced or e.path for e in rest)))
+            manifests.append(Manifest(row, tuple(e.referenced or e.path for e in rest)))
     first_row_id = int(state.metadata.get("next-row-id", 0))
     list_name = f"{METADATA_DIR}/snap-{snap.id}-{uuid.uuid4().hex}.avro"
     parent = state.version
@@ -363,7 +258,7 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
         operation = "overwrite" if removed or changed else "append"
     iceberg_snapshot = {
         "snapshot-id": snap.id, **({"parent-snapshot-id": parent} if parent is not None else {}),
-        "sequence-number": seq, "timestamp-ms": snap.time_millis, "manifest-list": f"{root_uri}/{list_name}",
+        "sequence-number": seq, "timestamp-ms": snap.time_millis, "manifest-list": f"{base_uri}/{list_name}",
         "schema-id": schema.id, "first-row-id": first_row_id, "added-rows": next_row_id - first_row_id,
         "summary": {"operation": operation, "total-data-files": str(len(data)),
                     "total-delete-files": str(len(deletes)),
@@ -373,10 +268,10 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
     retained = [s for s in state.metadata.get("snapshots", []) if s["snapshot-id"] >= earliest]
     dropped = [s for s in state.metadata.get("snapshots", []) if s["snapshot-id"] < earliest]
     metadata = ia.table_metadata(
-        state.metadata, iceberg_snapshot, retained, schema, schemas, json.loads(kv["partition-spec"]), root_uri,
+        state.metadata, iceberg_snapshot, retained, schema, schemas, json.loads(kv["partition-spec"]), base_uri,
         {"schema.name-mapping.default": json.dumps(mapping), "tablestore.table": context.table_name}, next_row_id,
-        None if state.version is None else f"{root_uri}/{METADATA_DIR}/v{state.version}.metadata.json")
-    target = _metadata_file(context, snap.id)
+        None if state.version is None else f"{base_uri}/{METADATA_DIR}/v{state.version}.metadata.json")
+    target = metadata_file(context, snap.id)
     if not io.create_exclusive(target, json.dumps(metadata, indent=2).encode()):
         return None
     try:
@@ -385,22 +280,22 @@ def _write_snapshot(context: "StoreContext", state: _Published, live: LiveFiles,
         log.warning("table %s: could not update the Iceberg version hint: %s", context.table_name, e)
     if dropped:
         try:
-            _delete_dropped(context, dropped, retained, [f"{root}/{list_name}", *(_io_path(context, m.row[
-                "manifest_path"]) for m in manifests), *(_io_path(context, e.path) for e in deletes.values())])
+            _delete_dropped(context, dropped, retained, [f"{root}/{list_name}", *(io_path(context, m.row[
+                "manifest_path"]) for m in manifests), *(io_path(context, e.path) for e in deletes.values())])
         except OSError as e:  # the view is published; what is left is only unreferenced
             log.warning("table %s: could not delete the expired Iceberg snapshots' files: %s", context.table_name, e)
-    return _remember(context, _Published(snap.id, metadata, data, deletes, tuple(manifests)))
+    return remember(context, Published(snap.id, metadata, data, deletes, tuple(manifests)))
 
 
 def _snapshot_files(context: "StoreContext", snapshot: Mapping[str, Any]) -> set[str]:
     """The metadata-directory files an Iceberg snapshot needs: its manifest list, manifests and Puffin files."""
-    listed = _io_path(context, snapshot["manifest-list"])
+    listed = io_path(context, snapshot["manifest-list"])
     found = {listed}
     for row in ia.read_avro(context.io.read_bytes(listed)):
-        found.add(_io_path(context, row["manifest_path"]))
+        found.add(io_path(context, row["manifest_path"]))
         if row["content"] == 1:
-            found |= {_io_path(context, e["data_file"]["file_path"])
-                      for e in ia.read_avro(context.io.read_bytes(_io_path(context, row["manifest_path"])))}
+            found |= {io_path(context, e["data_file"]["file_path"])
+                      for e in ia.read_avro(context.io.read_bytes(io_path(context, row["manifest_path"])))}
     return found
 
 
@@ -412,7 +307,7 @@ def _delete_dropped(context: "StoreContext", dropped: list[Mapping[str, Any]], r
     doomed: set[str] = set()
     for s in dropped:
         doomed |= _snapshot_files(context, s)
-        doomed.add(_metadata_file(context, s["snapshot-id"]))
+        doomed.add(metadata_file(context, s["snapshot-id"]))
     doomed -= set(current)
     for s in retained:
         doomed -= _snapshot_files(context, s)

@@ -24,7 +24,7 @@ import tablestore
 
 from duckdb_ext import connect_with
 from dv_tables import SCHEMA, deletes, normalized, rows, write_history
-from filestore.views import iceberg
+from filestore.views import iceberg, iceberg_state
 
 pyiceberg_table = pytest.importorskip("pyiceberg.table")
 
@@ -306,8 +306,8 @@ def test_a_racing_publisher_that_loses_stops_and_leaves_no_files(cat: tablestore
     before = {p.name: p.read_bytes() for p in (Path(t.path) / "metadata").iterdir()}
     store = catalog.Catalog(str(Path(t.path).parent.parent)).get_table("db.t").store
     live = store.context.live_files(store.snapshots.latest())
-    monkeypatch.setattr(iceberg, "_latest_version", lambda context: 1)   # stale: it missed version 2
-    iceberg._cache.clear()
+    monkeypatch.setattr(iceberg, "latest_version", lambda context: 1)   # stale: it missed version 2
+    iceberg_state.cache.clear()
     iceberg.publish(store.context, live)
     after = {p.name: p.read_bytes() for p in (Path(t.path) / "metadata").iterdir()}
     assert after == before
