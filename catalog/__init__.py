@@ -17,11 +17,16 @@ from catalog.fs_options import (CATALOG_OPTION_PREFIXES, CATALOG_OPTIONS, CATALO
                                 environment_catalog_options, is_catalog_option)
 from catalog.options import (
     ALL_OPTIONS,
+    ALTERABLE,
     CHANGE_TRACKING,
     CHANGELOG_NORMALIZE,
+    COMPACTION_OPTIMIZATION_INTERVAL,
     INGEST_SCHEMA_EVOLUTION,
     INGEST_TRUNCATE,
     INGEST_UNAVAILABLE_VALUE,
+    ORPHAN_FILES_OLDER_THAN,
+    PARTITION_EXPIRATION_CHECK_INTERVAL,
+    PARTITION_EXPIRATION_TIME,
     SESSION_PREFIX,
     SINK_SHUFFLE_BY_BUCKET,
     SINK_UPSERT_MATERIALIZE,
@@ -29,17 +34,21 @@ from catalog.options import (
     UPSERT_MATERIALIZE_THRESHOLD_HIGH,
     UPSERT_MATERIALIZE_THRESHOLD_LOW,
     UPSERT_MATERIALIZE_TTL,
+    validate_table_options,
 )
 from catalog.optiontypes import parse_duration
+from catalog.partition_options import partition_expiry_of
 from catalog.table_options import TableOptions
 
 __all__ = [
     "ALL_OPTIONS",
+    "ALTERABLE",
     "CATALOG_OPTIONS",
     "CATALOG_OPTIONS_ENV",
     "CATALOG_OPTION_PREFIXES",
     "CHANGELOG_NORMALIZE",
     "CHANGE_TRACKING",
+    "COMPACTION_OPTIMIZATION_INTERVAL",
     "Catalog",
     "CatalogError",
     "CatalogTable",
@@ -53,6 +62,9 @@ __all__ = [
     "InvalidOptionError",
     "InvalidTableError",
     "MergeEngineOptionError",
+    "ORPHAN_FILES_OLDER_THAN",
+    "PARTITION_EXPIRATION_CHECK_INTERVAL",
+    "PARTITION_EXPIRATION_TIME",
     "SESSION_PREFIX",
     "SINK_SHUFFLE_BY_BUCKET",
     "SINK_UPSERT_MATERIALIZE",
@@ -68,4 +80,6 @@ __all__ = [
     "is_catalog_option",
     "parse_duration",
     "parse_identifier",
+    "partition_expiry_of",
+    "validate_table_options",
 ]

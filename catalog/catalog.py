@@ -31,6 +31,7 @@ from catalog.evolution import drop_columns, evolve_schema, rename_column
 from catalog.fs_options import environment_catalog_options, is_catalog_option, s3_settings
 from catalog.identifiers import check_name
 from catalog.merge_options import check_added_columns, check_merge_options
+from catalog.partition_options import check_partition_expire_options
 from catalog.logconfig import check_format_options, log_store_options, resolve_log_options
 from catalog.options import BUCKET, FIELDS, SEQUENCE_FIELD, alter_options, session_defaults, validate_table_options
 from catalog.table_options import TableOptions
@@ -194,6 +195,7 @@ class Catalog:
         if log_options is not None:
             check_format_options(identifier, log_options, schema, table_schema.primary_keys)
         check_merge_options(identifier, schema, table_schema.primary_keys, TableOptions(stored))
+        check_partition_expire_options(identifier, table_schema.partition_keys, TableOptions(stored))
         table_schema = TableSchema(0, schema, table_schema.primary_keys, table_schema.partition_keys, stored,
                                    comment=comment)
         path = self._table_path(db, name)
@@ -290,6 +292,7 @@ class Catalog:
         for _ in range(10):
             table = self.get_table(identifier)
             changed = alter_options(identifier, table.schema.options, set_options or {}, unset_options)
+            check_partition_expire_options(identifier, table.schema.partition_keys, TableOptions(changed))
             new = dataclasses.replace(table.schema, id=table.schema.id + 1, options=changed, time_millis=0)
             if SchemaManager(self.io, TablePaths(table.path)).create(new):
                 log.info("altered options of table %s (schema %d)", identifier, new.id)

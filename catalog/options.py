@@ -70,6 +70,39 @@ SNAPSHOT_TIME_RETAINED: ConfigOption[int] = ConfigOption(
     "snapshot.time-retained", "duration", "1 h",
     "Snapshots younger than this are kept (between the minimum and maximum counts).", min=0,
 )
+CONSUMER_EXPIRATION_TIME: ConfigOption[int] = ConfigOption(
+    "consumer.expiration-time", "duration", None,
+    "A consumer (a change read with a consumer id) not updated for this long is expired: it no longer keeps "
+    "snapshots from expiry, and expiry deletes it. Unset: consumers never expire.", min=1,
+)
+PARTITION_EXPIRATION_TIME: ConfigOption[int] = ConfigOption(
+    "partition.expiration-time", "duration", None,
+    "Partitions whose time (read from their values: `partition.timestamp-pattern`, "
+    "`partition.timestamp-formatter`) is older than now minus this are dropped, in one OVERWRITE snapshot, by "
+    "`expire_partitions` and the service. Unset: partitions never expire.", min=1,
+)
+PARTITION_EXPIRATION_CHECK_INTERVAL: ConfigOption[int] = ConfigOption(
+    "partition.expiration-check-interval", "duration", "1 h",
+    "How often the service checks a table for expired partitions.", min=1,
+)
+PARTITION_EXPIRATION_STRATEGY: ConfigOption[str] = ConfigOption(
+    "partition.expiration-strategy", "enum", "values-time",
+    "How a partition's time is found: `values-time`, from its values. (Paimon also has `update-time`, the last "
+    "time the partition was written; not supported yet.)", choices=("values-time",),
+)
+PARTITION_TIMESTAMP_PATTERN: ConfigOption[str] = ConfigOption(
+    "partition.timestamp-pattern", "string", None,
+    "How a partition's timestamp text is made from its values: `$column` stands for that partition column's value, "
+    "e.g. `$dt` or `$dt $hour:00:00`. Every `$column` must be a partition column. Unset: the first partition "
+    "column's value.",
+)
+PARTITION_TIMESTAMP_FORMATTER: ConfigOption[str] = ConfigOption(
+    "partition.timestamp-formatter", "string", None,
+    "Format of the partition timestamp text, a Java DateTimeFormatter pattern such as `yyyy-MM-dd`, `yyyyMMdd` or "
+    "`yyyy-MM-dd HH:mm:ss` (letters y M d H h a m s S D E; quote literal text: `yyyy-MM-dd'T'HH`). Unset: "
+    "`yyyy-MM-dd HH:mm:ss`, and date-only `yyyy-MM-dd` values are accepted too. A partition whose text does not "
+    "parse is never expired (a warning names it).",
+)
 COMPACTION_TRIGGER: ConfigOption[int] = ConfigOption(
     "num-sorted-run.compaction-trigger", "int", "5",
     "Universal compaction: sorted runs in a bucket above which runs are merged.", min=1,
@@ -79,7 +112,8 @@ STOP_TRIGGER: ConfigOption[int] = ConfigOption(
     "Sorted runs in a bucket at which a write waits for compaction: after its commit the write compacts every "
     "bucket above this many runs until it is back at it, retrying on conflicts (below it, a conflicting "
     "compaction is skipped and runs again after a later write). Default: `num-sorted-run.compaction-trigger` + 3. "
-    "Ignored when `write-only` is true.", min=1,
+    "With `write-only` = true the write waits instead for `tablestore service`'s compaction, while a service holds "
+    "the table's lease (none: it does not wait).", min=1,
 )
 COMPACTION_MAX_SIZE_AMP: ConfigOption[int] = ConfigOption(
     "compaction.max-size-amplification-percent", "int", "200",
@@ -93,7 +127,19 @@ COMPACTION_SIZE_RATIO: ConfigOption[int] = ConfigOption(
 
 WRITE_ONLY: ConfigOption[bool] = ConfigOption(
     "write-only", "boolean", "false",
-    "When true, writes never compact: compaction is left to `tablestore compact` or a dedicated job.",
+    "When true, writes never compact: compaction is left to `tablestore service` (dedicated compaction), "
+    "`tablestore compact` or a dedicated job. While a service holds the table's lease, a write that leaves a bucket "
+    "above `num-sorted-run.stop-trigger` sorted runs waits until the service has compacted it back.",
+)
+COMPACTION_OPTIMIZATION_INTERVAL: ConfigOption[int] = ConfigOption(
+    "compaction.optimization-interval", "duration", None,
+    "How often `tablestore service` runs a full compaction (every sorted run of a bucket merged into one) of a "
+    "`write-only` table, besides its universal compactions. Unset: never.", min=1,
+)
+ORPHAN_FILES_OLDER_THAN: ConfigOption[int] = ConfigOption(
+    "orphan-files.older-than", "duration", "1 d",
+    "`tablestore service`'s orphan-file removal deletes files no snapshot references once they are older than "
+    "this (younger ones may belong to a write in flight).", min=0,
 )
 
 DELETION_VECTORS: ConfigOption[bool] = ConfigOption(
@@ -313,7 +359,11 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     BUCKET, FILE_FORMAT, FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES,
     COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT, COMMIT_MAX_RETRY_WAIT,
     MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_TIME_RETAINED,
-    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY, DELETION_VECTORS,
+    CONSUMER_EXPIRATION_TIME,
+    PARTITION_EXPIRATION_TIME, PARTITION_EXPIRATION_CHECK_INTERVAL, PARTITION_EXPIRATION_STRATEGY,
+    PARTITION_TIMESTAMP_PATTERN, PARTITION_TIMESTAMP_FORMATTER,
+    COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
+    COMPACTION_OPTIMIZATION_INTERVAL, ORPHAN_FILES_OLDER_THAN, DELETION_VECTORS,
     DELTA_METADATA, ICEBERG_METADATA, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
     INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
@@ -326,7 +376,11 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     FILE_COMPRESSION, WRITE_BUFFER_SIZE, TARGET_FILE_SIZE, COMMIT_MAX_RETRIES, COMMIT_TIMEOUT, COMMIT_MIN_RETRY_WAIT,
     COMMIT_MAX_RETRY_WAIT, MANIFEST_MERGE_MIN_COUNT, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_TIME_RETAINED, COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO,
-    WRITE_ONLY, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET,
+    CONSUMER_EXPIRATION_TIME,
+    PARTITION_EXPIRATION_TIME, PARTITION_EXPIRATION_CHECK_INTERVAL, PARTITION_EXPIRATION_STRATEGY,
+    PARTITION_TIMESTAMP_PATTERN, PARTITION_TIMESTAMP_FORMATTER,
+    WRITE_ONLY, COMPACTION_OPTIMIZATION_INTERVAL, ORPHAN_FILES_OLDER_THAN, CHANGE_TRACKING, CHANGELOG_NORMALIZE,
+    SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET,
     INGEST_SCHEMA_EVOLUTION, INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SCAN,
     LOG_SCAN_TIMESTAMP,
     UPSERT_MATERIALIZE_STRATEGY, UPSERT_MATERIALIZE_THRESHOLD_HIGH, UPSERT_MATERIALIZE_THRESHOLD_LOW,

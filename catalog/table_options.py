@@ -12,8 +12,11 @@ from catalog.options import (BUCKET, COMMIT_MAX_RETRIES, COMMIT_MAX_RETRY_WAIT, 
                              FILE_FORMAT, INGEST_UNAVAILABLE_VALUE, MANIFEST_MERGE_MIN_COUNT, MERGE_ENGINE, SEQUENCE_FIELD,
                              SNAPSHOT_NUM_RETAINED_MAX, SNAPSHOT_NUM_RETAINED_MIN, SNAPSHOT_TIME_RETAINED, STOP_TRIGGER,
                              TARGET_FILE_SIZE, WRITE_BUFFER_SIZE, WRITE_ONLY)
+from catalog.options import CONSUMER_EXPIRATION_TIME
 from catalog.optiontypes import ConfigOption
-from filestore import EngineName, FileStoreOptions, MergeEngine
+from catalog.options import (PARTITION_EXPIRATION_CHECK_INTERVAL, PARTITION_EXPIRATION_STRATEGY,
+                             PARTITION_EXPIRATION_TIME, PARTITION_TIMESTAMP_FORMATTER, PARTITION_TIMESTAMP_PATTERN)
+from filestore import EngineName, ExpirationStrategy, FileStoreOptions, MergeEngine, PartitionExpiry
 
 T = TypeVar("T")
 
@@ -71,6 +74,19 @@ class TableOptions:
             deletion_vectors=g(DELETION_VECTORS),
             delta_metadata=g(DELTA_METADATA),
             iceberg_metadata=g(ICEBERG_METADATA) == "table-location",
+            partition_expiry=self.partition_expiry(),
+            consumer_expiration_ms=self.get_optional(CONSUMER_EXPIRATION_TIME),
+        )
+
+    def partition_expiry(self) -> PartitionExpiry:
+        """The table's `partition.*` expiry options (checked against its partition columns at CREATE and ALTER:
+        catalog.partition_options)."""
+        return PartitionExpiry(
+            expiration_ms=self.get_optional(PARTITION_EXPIRATION_TIME),
+            check_interval_ms=self.get(PARTITION_EXPIRATION_CHECK_INTERVAL),
+            timestamp_pattern=self.get_optional(PARTITION_TIMESTAMP_PATTERN),
+            timestamp_formatter=self.get_optional(PARTITION_TIMESTAMP_FORMATTER),
+            strategy=cast(ExpirationStrategy, self.get(PARTITION_EXPIRATION_STRATEGY)),
         )
 
     def merge_engine(self) -> MergeEngine:

@@ -26,6 +26,7 @@ from filestore.options import FileStoreOptions
 from filestore.paths import TablePaths
 from filestore.schema import SchemaManager, TableSchema
 from filestore.snapshot import SnapshotManager
+from filestore.tags import TagManager
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,14 @@ class StoreContext:
     table_name: str
     snapshots: SnapshotManager = field(init=False, repr=False, compare=False)
     manifests: ManifestIO = field(init=False, repr=False, compare=False)
+    tags: TagManager = field(init=False, repr=False, compare=False)
     _schemas: dict[int, TableSchema] = field(default_factory=dict, repr=False, compare=False)
     _layouts: dict[int, FileLayout] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "snapshots", SnapshotManager(self.io, self.paths, self.table_name))
         object.__setattr__(self, "manifests", ManifestIO(self.io, self.paths, self.table_name))
+        object.__setattr__(self, "tags", TagManager(self.io, self.paths, self.table_name))
         self._schemas.setdefault(self.schema.id, self.schema)
 
     @classmethod
@@ -136,12 +139,23 @@ class StoreContext:
         """The live data files of `snapshot`, keyed by (partition, bucket, file name)."""
         return dict(self.live_files(snapshot).entries)
 
-    def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None) -> Snapshot | None:
-        """The snapshot to read: a given id, the latest at or before a time, or the latest one."""
-        if snapshot_id is not None and timestamp_ms is not None:
-            raise SnapshotNotFoundError("give a snapshot id or a timestamp, not both")
+    def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None,
+                         tag: str | None = None) -> Snapshot | None:
+        """The snapshot to read: a given id (a tag's copy once it expired: filestore.tags), the latest at or before
+        a time, a tag's, or the latest one."""
+        if sum(x is not None for x in (snapshot_id, timestamp_ms, tag)) > 1:
+            raise SnapshotNotFoundError(f"table {self.table_name!r}: give a snapshot id, a timestamp or a tag, "
+                                        "only one")
+        if tag is not None:
+            return self.tags.get(tag).snapshot
         if snapshot_id is not None:
-            return self.snapshots.get(snapshot_id)
+            try:
+                return self.snapshots.get(snapshot_id)
+            except SnapshotNotFoundError:
+                tagged = self.tags.tagged(snapshot_id)
+                if tagged is None:
+                    raise
+                return tagged
         if timestamp_ms is not None:
             return self.snapshots.at_or_before(timestamp_ms)
         return self.snapshots.latest()

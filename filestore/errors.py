@@ -145,3 +145,31 @@ class RetractionNotSupportedError(InvalidWriteError):
         self.engine = engine
         self.column = column
         self.function = function
+
+
+class TagError(FileStoreError):
+    """A tag (filestore.tags) cannot be created, read or deleted: a bad name, a snapshot that does not exist; names
+    the table and the tag."""
+
+    def __init__(self, table: str, tag: str, reason: str) -> None:
+        super().__init__(f"table {table!r}: tag {tag!r} {reason}")
+        self.table = table
+        self.tag = tag
+
+
+class TagExistsError(TagError):
+    """A tag of that name exists already (a tag is never replaced: delete it first)."""
+
+
+class TagNotFoundError(TagError, SnapshotNotFoundError):
+    """No tag of that name (reading it, as `VERSION AS OF 'name'`, or deleting it)."""
+
+
+class ConsumerError(FileStoreError):
+    """A consumer (filestore.consumers) cannot be recorded, read or reset: a bad id, no such consumer, a snapshot it
+    cannot be reset to; names the table and the consumer."""
+
+    def __init__(self, table: str, consumer_id: str, reason: str) -> None:
+        super().__init__(f"table {table!r}: consumer {consumer_id!r} {reason}")
+        self.table = table
+        self.consumer_id = consumer_id

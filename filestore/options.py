@@ -3,8 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from filestore.merge_engine import MergeEngine
+
+
+ExpirationStrategy = Literal["values-time"]
+
+
+@dataclass(frozen=True)
+class PartitionExpiry:
+    """The partition-expiry options of a table, typed (declared in catalog.options)."""
+
+    expiration_ms: int | None = None
+    """`partition.expiration-time`; None: partitions never expire."""
+    check_interval_ms: int = 3_600_000
+    """`partition.expiration-check-interval`: how often the service checks."""
+    timestamp_pattern: str | None = None
+    """`partition.timestamp-pattern`; None: the first partition column's value."""
+    timestamp_formatter: str | None = None
+    """`partition.timestamp-formatter` (Java DateTimeFormatter); None: `yyyy-MM-dd HH:mm:ss` or `yyyy-MM-dd`."""
+    strategy: ExpirationStrategy = "values-time"
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,8 @@ class FileStoreOptions:
     deletion_vectors: bool = False  # fixed at creation: reads skip deleted positions, no merge (filestore.deletion)
     delta_metadata: bool = False  # every snapshot also a Delta Lake version (filestore.views.delta)
     iceberg_metadata: bool = False  # every snapshot also an Iceberg snapshot (filestore.views.iceberg)
+    partition_expiry: PartitionExpiry = field(default_factory=PartitionExpiry)  # filestore.partition_expire
+    consumer_expiration_ms: int | None = None  # filestore.consumers; None: consumers never expire
 
     @property
     def stop_trigger(self) -> int:

@@ -6,8 +6,13 @@
     <table>/manifest/manifest-<uuid>-<n>.avro           Avro: added/deleted data files
     <table>/manifest/manifest-list-<uuid>-<n>.avro      Avro: manifest files of a snapshot
     <table>/<k1>=<v1>/<k2>=<v2>/bucket-<b>/data-<uuid>-<n>.<format>
+    <table>/tag/tag-<name>                              JSON: a copy of the tagged snapshot's file (filestore.tags)
+    <table>/consumer/consumer-<id>                      JSON: a consumer's progress (filestore.consumers): never
+                                                        data, never an orphan
     <table>/checkpoint/<job>/...                        streaming jobs' own state (`tablestore ingest`'s Spark
                                                         checkpoints): never data, never an orphan
+    <table>/service/lease-<epoch>                       which `tablestore service` runs the table's duties
+                                                        (filestore.lease): never data, never an orphan
 
 Partition values are rendered Hive-style (filestore.partition: Arrow's cast to string, a null as
 __DEFAULT_PARTITION__, a string that would read as it marked with a trailing '%'), with the characters Hive escapes
@@ -22,6 +27,9 @@ from typing import Sequence
 DEFAULT_PARTITION = "__DEFAULT_PARTITION__"
 SNAPSHOT_PREFIX = "snapshot-"
 SCHEMA_PREFIX = "schema-"
+LEASE_PREFIX = "lease-"
+TAG_PREFIX = "tag-"
+CONSUMER_PREFIX = "consumer-"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
 
@@ -59,12 +67,33 @@ class TablePaths:
         return f"{self.root}/checkpoint"
 
     @property
+    def service_dir(self) -> str:
+        return f"{self.root}/service"
+
+    def lease_file(self, epoch: int) -> str:
+        return f"{self.service_dir}/{LEASE_PREFIX}{epoch}"
+
+    @property
     def snapshot_dir(self) -> str:
         return f"{self.root}/snapshot"
 
     @property
     def manifest_dir(self) -> str:
         return f"{self.root}/manifest"
+
+    @property
+    def tag_dir(self) -> str:
+        return f"{self.root}/tag"
+
+    def tag_file(self, name: str) -> str:
+        return f"{self.tag_dir}/{TAG_PREFIX}{name}"
+
+    @property
+    def consumer_dir(self) -> str:
+        return f"{self.root}/consumer"
+
+    def consumer_file(self, consumer_id: str) -> str:
+        return f"{self.consumer_dir}/{CONSUMER_PREFIX}{consumer_id}"
 
     def schema_file(self, schema_id: int) -> str:
         return f"{self.schema_dir}/{SCHEMA_PREFIX}{schema_id}"
@@ -103,8 +132,30 @@ def snapshot_id_of(file_name: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
+def tag_name_of(file_name: str) -> str | None:
+    """The name in `tag-<name>`, or None for any other file (a temp file of an exclusive create)."""
+    if not file_name.startswith(TAG_PREFIX) or file_name.endswith(".tmp"):
+        return None
+    return file_name[len(TAG_PREFIX):] or None
+
+
+def consumer_id_of(file_name: str) -> str | None:
+    """The id in `consumer-<id>`, or None for any other file (a temp file of an atomic overwrite)."""
+    if not file_name.startswith(CONSUMER_PREFIX) or file_name.endswith(".tmp"):
+        return None
+    return file_name[len(CONSUMER_PREFIX):] or None
+
+
 def schema_id_of(file_name: str) -> int | None:
     if not file_name.startswith(SCHEMA_PREFIX):
         return None
     rest = file_name[len(SCHEMA_PREFIX) :]
+    return int(rest) if rest.isdigit() else None
+
+
+def lease_epoch_of(file_name: str) -> int | None:
+    """The epoch in `lease-<epoch>`, or None for any other name (temp files)."""
+    if not file_name.startswith(LEASE_PREFIX):
+        return None
+    rest = file_name[len(LEASE_PREFIX) :]
     return int(rest) if rest.isdigit() else None

@@ -26,6 +26,7 @@ from filestore.read import SplitRead
 from filestore.scan import FileStoreScan, keys_filter
 from filestore.schema import TableSchema
 from filestore.snapshot import SnapshotManager
+from filestore.tags import TagManager
 from filestore.write import FileStoreWrite
 
 
@@ -70,6 +71,10 @@ class FileStore:
     def manifests(self) -> ManifestIO:
         return self.context.manifests
 
+    @property
+    def tags(self) -> TagManager:
+        return self.context.tags
+
     # -- schema versions -----------------------------------------------------------------------
     def schema_of(self, schema_id: int) -> TableSchema:
         return self.context.schema_of(schema_id)
@@ -96,8 +101,9 @@ class FileStore:
     def live_entries(self, snapshot: Snapshot | None) -> dict[tuple[Partition, int, str], ManifestEntry]:
         return self.context.live_entries(snapshot)
 
-    def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None) -> Snapshot | None:
-        return self.context.resolve_snapshot(snapshot_id, timestamp_ms)
+    def resolve_snapshot(self, snapshot_id: int | None = None, timestamp_ms: int | None = None,
+                         tag: str | None = None) -> Snapshot | None:
+        return self.context.resolve_snapshot(snapshot_id, timestamp_ms, tag)
 
     # -- plan, read, write, commit -------------------------------------------------------------
     def new_scan(self) -> FileStoreScan:

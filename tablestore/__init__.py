@@ -22,6 +22,7 @@ from catalog import (
 from filestore import (
     CommitConflictError,
     ConcurrentUpdateError,
+    ConsumerError,
     FileStoreError,
     InvalidWriteError,
     RetractionNotSupportedError,
@@ -29,12 +30,17 @@ from filestore import (
     SequenceConflictError,
     SnapshotNotFoundError,
     TableDroppedError,
+    TagError,
+    TagExistsError,
+    TagNotFoundError,
 )
 from tablestore.catalog import Catalog
 from tablestore.errors import (ChangesExpiredError, CompactionError, InvalidRowKindError, LogPublishError,
                                TableStoreError)
+from tablestore.consumers import ConsumerInfo
 from tablestore.merge import MergeError, MergeResult, TableMerger
 from tablestore.table import DeleteResult, SnapshotInfo, Table
+from tablestore.tags import TagInfo
 
 __all__ = [
     "Catalog",
@@ -43,6 +49,8 @@ __all__ = [
     "CommitConflictError",
     "CompactionError",
     "ConcurrentUpdateError",
+    "ConsumerError",
+    "ConsumerInfo",
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "DatabaseNotFoundError",
@@ -69,4 +77,8 @@ __all__ = [
     "TableMerger",
     "TableNotFoundError",
     "TableStoreError",
+    "TagError",
+    "TagExistsError",
+    "TagInfo",
+    "TagNotFoundError",
 ]

@@ -25,7 +25,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from catalog import CATALOG_OPTIONS_ENV, CatalogError, environment_catalog_options, is_catalog_option
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStoreError
 from logstore import LogStoreError
-from tablestore import cli_devtools, maintenance
+from tablestore import cli_devtools, cli_partition_expiry, cli_tags, maintenance
 from tablestore.catalog import Catalog
 from tablestore.cli_progress import progress_bar
 from tablestore.errors import TableStoreError
@@ -207,6 +207,12 @@ def cmd_ingest_database(args: argparse.Namespace) -> int:
     return cli_ingest.run_database(args, UsageError)
 
 
+def cmd_service(args: argparse.Namespace) -> int:
+    from tablestore import cli_service
+
+    return cli_service.run(args, _emit, UsageError)
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from logstore import broker
 
@@ -278,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", action="append", metavar="K=V", help=partition_help)
     command("expire", cmd_expire, "expire old snapshots and delete the files only they used").add_argument(
         "--retain-last", type=int, metavar="N", help="keep the newest N snapshots (default: the table's options)")
+    cli_partition_expiry.add_command(command, _catalog, _emit)
+    cli_tags.add_commands(command, _catalog, _emit)
     from tablestore.cli_demo import add_arguments as demo_arguments
 
     demo_arguments(command("demo", cmd_demo, "run the CDC pipeline demo: a PostgreSQL database captured by Debezium "
@@ -311,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--dir", metavar="DIR",
                        help="the broker's state, logs and data (default: $TABLESTORE_KAFKA_DIR or "
                             ".cache/kafka-run in the repository); stop and status look there too")
+    from tablestore import cli_service
+
+    cli_service.add_arguments(command("service", cmd_service, cli_service.HELP, table=False))
     cli_devtools.add_commands(command, _add_global_options, _emit)
     return parser
 
@@ -380,7 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.warehouse = getattr(args, "warehouse", None)
         args.output = getattr(args, "output", "text")
-        _export_catalog_options(getattr(args, "option", None) or [])
+        pairs = getattr(args, "option", None) or []   # `service` also takes table options (tablestore.cli_service)
+        _export_catalog_options([p for p in pairs if not getattr(args, "table_options_too", False)
+                                 or is_catalog_option(p.partition("=")[0].strip())])
         return int(args.func(args))
     except _ReaderGone:
         return _reader_gone()

@@ -1,6 +1,6 @@
 """A table's metadata as tables, as Paimon's system tables show it: `$schemas`, `$options`, `$partitions`,
-`$buckets`, `$manifests` and `$audit_log`, plus `$latest_changes` (`$snapshots` and `$files` are
-`Table.snapshots()` / `Table.files()`).
+`$buckets`, `$manifests`, `$tags` (tablestore.tags), `$consumers` (tablestore.consumers) and `$audit_log`, plus
+`$latest_changes` (`$snapshots` and `$files` are `Table.snapshots()` / `Table.files()`).
 
 Each is one read of the owner of the data (the schema manager, the table's options, the latest snapshot's live
 files and manifests, its merged rows, its changes) returned as a `pyarrow.Table` whose column names are Paimon's
@@ -25,7 +25,9 @@ import pyarrow as pa
 import logstore
 from filestore import SchemaManager
 from tablestore.errors import TableStoreError
+from tablestore.consumers import consumers_table
 from tablestore.snapshot_changes import snapshot_changes
+from tablestore.tags import tags_table
 
 if TYPE_CHECKING:
     from catalog import CatalogTable
@@ -139,6 +141,8 @@ def latest_changes(handle: "CatalogTable") -> pa.Table:
 SYSTEM_TABLES: dict[str, Callable[["CatalogTable"], pa.Table]] = {
     "schemas": schemas, "options": options, "partitions": partitions, "buckets": buckets,
     "manifests": manifests, "audit_log": audit_log, "latest_changes": latest_changes,
+    "tags": lambda handle: tags_table(handle.store),
+    "consumers": consumers_table,
 }
 """The system tables this module owns, by name (without the `$`)."""
 

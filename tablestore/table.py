@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 
 import catalog as _catalog
 from filestore import (
-    CommitMessage, CommitRetriesExhaustedError, ExpireResult, RetryBudget, SequenceConflictError, Snapshot,
-    delta_version, expire_snapshots, remove_orphan_files,
+    CommitMessage, CommitRetriesExhaustedError, RetryBudget, SequenceConflictError, Snapshot, delta_version,
 )
 from logstore import ROW_KIND_COLUMN
 from tablestore.changes import read_changes
@@ -28,13 +27,11 @@ from tablestore.merge_plan import MergeTarget
 from tablestore.overwrite import overwrite_scope
 from tablestore.errors import TableStoreError
 from tablestore.system_tables import system_table
+from tablestore.table_maintenance import TableMaintenance
 from tablestore.write_target import WriteTarget
 from tablestore.writer import TableWriter
 
 log = logging.getLogger(__name__)
-
-DEFAULT_ORPHAN_GRACE = dt.timedelta(days=1)
-
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,7 @@ class DeleteResult:
     deleted_rows: int
 
 
-class Table:
+class Table(TableMaintenance):
     """A managed table. Obtain it from `Catalog.create_table` or `Catalog.get_table`."""
 
     def __init__(self, handle: _catalog.CatalogTable, *, catalog: _catalog.Catalog | None = None) -> None:
@@ -282,6 +279,7 @@ class Table:
         max_records: int | None = None,
         timeout_s: float = 2.0,
         normalize: bool | None = None,
+        consumer_id: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The table's changes as Arrow batches with a `_row_kind` column (+I/-U/+U/-D), from its log.
 
@@ -292,13 +290,15 @@ class Table:
         stream reader does (tablestore.log_changes): +I for a new key, -U (old row) then +U (new row) for a changed
         one, -D (old row) for a deleted one, nothing for a key no snapshot showed or an unchanged row; False: the
         records as the log stores them. Stops after `max_records` rows or when nothing arrived for `timeout_s`
-        seconds.
+        seconds. `consumer_id`: resume where that consumer stopped (ignoring `scan`) and record its progress, which
+        expiry respects (tablestore.changes, filestore.consumers).
         """
         if normalize is None:
             normalize = self._handle.options.get(_catalog.CHANGELOG_NORMALIZE)
         return read_changes(self.name, self._store, self._handle.log, self.read_batches, schema=self.schema,
                             primary_key=self.primary_key, scan=scan, timestamp_ms=timestamp_ms,
-                            max_records=max_records, timeout_s=timeout_s, normalize=normalize)
+                            max_records=max_records, timeout_s=timeout_s, normalize=normalize,
+                            consumer_id=consumer_id)
 
     # -- reading -------------------------------------------------------------------------------
     def read(
@@ -307,9 +307,11 @@ class Table:
         filter: pc.Expression | None = None,
         snapshot_id: int | None = None,
         timestamp_ms: int | None = None,
+        tag: str | None = None,
     ) -> pa.Table:
-        """The table's rows at the latest snapshot, or at `snapshot_id`, or as of `timestamp_ms` (epoch ms)."""
-        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms)
+        """The table's rows at the latest snapshot, or at `snapshot_id`, as of `timestamp_ms` (epoch ms), or at
+        `tag` (`create_tag`)."""
+        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms, tag)
         splits = self._store.new_scan().plan(snapshot, filter)
         return self._store.new_read(columns, filter).to_table(splits)
 
@@ -319,9 +321,10 @@ class Table:
         filter: pc.Expression | None = None,
         snapshot_id: int | None = None,
         timestamp_ms: int | None = None,
+        tag: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Like `read`, one split (partition and bucket) at a time, as Arrow record batches."""
-        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms)
+        snapshot = self._store.resolve_snapshot(snapshot_id, timestamp_ms, tag)
         splits = self._store.new_scan().plan(snapshot, filter)
         yield from self._store.new_read(columns, filter).read_all(splits)
 
@@ -383,30 +386,6 @@ class Table:
 
     def latest_snapshot_id(self) -> int | None:
         return self._store.snapshots.latest_id()
-
-    # -- maintenance ---------------------------------------------------------------------------
-    def expire_snapshots(self, *, retain_last: int | None = None) -> ExpireResult:
-        """Expire snapshots per `snapshot.num-retained.min/max` and `snapshot.time-retained`; or, with
-        `retain_last`, all but the newest `retain_last` snapshots (at least 1), whatever those options say."""
-        if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int)
-                                        or retain_last < 1):
-            raise TableStoreError(f"table {self.name!r}: retain_last must be an integer of at least 1 (the latest "
-                                  f"snapshot is the table), got {retain_last!r}")
-        return expire_snapshots(self._store, retain_last=retain_last)
-
-    def remove_orphan_files(self, older_than: dt.datetime | dt.timedelta | int | None = None) -> list[str]:
-        """Delete files no snapshot references, last modified before `older_than` (a datetime, an age as a
-        timedelta, or epoch milliseconds; default: one day ago). Returns the removed paths."""
-        now_ms = int(time.time() * 1000)
-        if older_than is None:
-            older_than = DEFAULT_ORPHAN_GRACE
-        if isinstance(older_than, dt.timedelta):
-            cutoff = now_ms - int(older_than.total_seconds() * 1000)
-        elif isinstance(older_than, dt.datetime):
-            cutoff = int(older_than.timestamp() * 1000)
-        else:
-            cutoff = int(older_than)
-        return remove_orphan_files(self._store, cutoff)
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, primary_key={self.primary_key}, partition_by={self.partition_by})"

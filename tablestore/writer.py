@@ -14,10 +14,11 @@ function), and the log writer produces them to the Kafka partition of that bucke
 3. file store commit: `snapshot-N` published on the session's live files, with those offsets merged into its
    log-offset map; the result carries the live files of `snapshot-N` (derived, not read);
 4. log commit: the Kafka transaction commits (transactional consistency), the records become visible;
-5. compaction (unless `write-only`): universal compaction of the buckets this commit wrote, planned on the live
-   files of step 3, published as a COMPACT snapshot with the same commit identifier. A bucket with more sorted
-   runs than `num-sorted-run.stop-trigger` must get back to it: the write waits, re-planning on the latest
-   snapshot after a conflict. Below the stop trigger a conflicting compaction is skipped (the data is intact);
+5. compaction (`write-only`: none; the write waits for the service's instead, tablestore.write_stall):
+   universal compaction of the buckets this commit wrote, planned on the live files of step 3, published as a
+   COMPACT snapshot with the same commit identifier. A bucket with more sorted runs than
+   `num-sorted-run.stop-trigger` must get back to it: the write waits, re-planning on the latest snapshot after a
+   conflict. Below the stop trigger a conflicting compaction is skipped (the data is intact);
    a later commit compacts. A compaction that fails deletes the files it wrote, then raises CompactionError,
    which says that the commit's snapshot is in (nothing is lost; do not write the data again).
 If 2 or 3 fails the transaction is aborted: readers never see changes the file store does not have. A crash between 3
@@ -49,6 +50,7 @@ from tablestore.convert import checked_row_kinds, to_arrow, value_kinds
 from tablestore.errors import CompactionError, LogPublishError, TableStoreError
 from tablestore.faults import fault_point
 from tablestore.prepared import changes_of
+from tablestore.write_stall import wait_for_service
 from tablestore.write_target import WriteTarget
 
 log = logging.getLogger(__name__)
@@ -272,6 +274,8 @@ class TableWriter:
                 self._compact({(m.partition, m.bucket) for m in messages}, ident)  # 5.
             except Exception as e:
                 raise CompactionError(self.target.name, result.snapshot_id, e) from e
+        elif messages:   # 5. write-only: wait for the service's compaction above the stop trigger (write_stall)
+            wait_for_service(self.target.name, self._store, {(m.partition, m.bucket) for m in messages}, self._live)
         return result.snapshot_id
 
     def _publish_logs(self, snapshot_id: int | None) -> None:

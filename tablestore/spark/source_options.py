@@ -70,6 +70,8 @@ OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("scan.timestamp-ms", ("stream-read",), "the start of scan 'from-timestamp' (epoch ms)"),
     SourceOption("max-rows-per-trigger", ("stream-read",), "at most about this many rows per micro-batch"),
     SourceOption("changelog.normalize", ("stream-read",), "the changelog of the commits (true) or the log as stored"),
+    SourceOption("consumer-id", ("stream-read",), "record the stream's progress in the table under this id (expiry "
+                 "keeps what it needs); a query without checkpointed offsets resumes where it stopped"),
     SourceOption("overwrite-mode", WRITES, "static, dynamic or filter: what an overwrite replaces"),
     SourceOption("overwrite-predicate", WRITES, "overwrite-mode filter: Spark's predicate as JSON"),
     SourceOption("change-tracking", WRITES, "whether the write goes to the table's log too (default: the table's)"),

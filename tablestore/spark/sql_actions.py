@@ -24,6 +24,9 @@ from tablestore import maintenance, system_tables
 from tablestore.catalog import Catalog
 from tablestore.errors import TableStoreError
 from tablestore.spark import predicates
+from tablestore.spark.partition_expiry_sql import expire_partitions as _expire_partitions
+from tablestore.spark import tags_sql
+from tablestore.spark import consumers_sql
 from tablestore.table import Table
 
 Action = Callable[[Mapping[str, Any]], Any]
@@ -181,7 +184,8 @@ FILES_COLUMNS: Columns = (
 SYSTEM_TABLES = ("snapshots", "files", *system_tables.SYSTEM_TABLES)
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
               pa.float64(): "DOUBLE", pa.list_(pa.string()): "ARRAY<STRING>",
-              pa.map_(pa.string(), pa.string()): "MAP<STRING, STRING>"}
+              pa.map_(pa.string(), pa.string()): "MAP<STRING, STRING>",
+              pa.map_(pa.int32(), pa.int64()): "MAP<INT, BIGINT>"}
 
 
 def _arrow_result(table: pa.Table) -> dict[str, Any]:
@@ -234,7 +238,11 @@ ACTIONS: dict[str, Action] = {
     "compact": compact,
     "compact_commit": compact_commit,
     "expire_snapshots": expire_snapshots,
+    "expire_partitions": lambda args: _expire_partitions(_table(args), args),
     "describe_detail": describe_detail,
+    "create_tag": lambda args: tags_sql.create_tag(_table(args), args),
+    "delete_tag": lambda args: tags_sql.delete_tag(_table(args), args),
+    "reset_consumer": lambda args: consumers_sql.reset_consumer(_table(args), args),
     "delete_where": delete_where,
     "system_table": system_table,
 }

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 import catalog
+from filestore import FileStore, Snapshot, TagNotFoundError
 from tablestore.errors import TableStoreError
 from tablestore.spark import handover
 from tablestore.spark.jvm_write import unshuffled_reason
@@ -137,20 +138,30 @@ def create_table(args: Mapping[str, Any]) -> dict[str, Any]:
     return load_table(args)
 
 
+def _tagged(table: str, store: FileStore, tag: str) -> Snapshot | None:
+    """VERSION AS OF 'tag': the tag's snapshot; an unknown tag is an error naming the table and the tag."""
+    try:
+        return store.resolve_snapshot(tag=tag)
+    except TagNotFoundError as e:
+        raise SqlTableError(f"{e}; VERSION AS OF takes a snapshot id or a tag name") from None
+
+
 def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
-    """The table's metadata; with `version` (VERSION AS OF) or `timestamp_ms` (TIMESTAMP AS OF), also the snapshot
-    that reads it (`read_snapshot_id`), resolved now so that a bad one is an analysis error."""
+    """The table's metadata; with `version` (VERSION AS OF: a snapshot id, or else a tag's name) or `timestamp_ms`
+    (TIMESTAMP AS OF), also the snapshot that reads it (`read_snapshot_id`; a tag's snapshot reads from the tag's
+    copy once it expired, filestore.tags), resolved now so that a bad one is an analysis error."""
     table = identifier(args)
     handle = table_catalog(args).get_table(table)
     schema = handle.schema
     read_snapshot_id = None
     if args.get("version") is not None or args.get("timestamp_ms") is not None:
         version = args.get("version")
-        if version is not None and not str(version).isdigit():
-            raise SqlTableError(f"table {table!r}: VERSION AS OF takes a snapshot id (a number), got {version!r}")
         timestamp = args.get("timestamp_ms")
-        snapshot = handle.store.resolve_snapshot(None if version is None else int(str(version)),
-                                                 None if timestamp is None else int(timestamp))
+        if version is not None and not str(version).isdigit():
+            snapshot = _tagged(table, handle.store, str(version))
+        else:
+            snapshot = handle.store.resolve_snapshot(None if version is None else int(str(version)),
+                                                     None if timestamp is None else int(timestamp))
         if snapshot is None:
             raise SqlTableError(f"table {table!r} has no snapshot to travel to")
         read_snapshot_id = snapshot.id

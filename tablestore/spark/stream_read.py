@@ -18,10 +18,19 @@ Offsets (JSON, checkpointed by Spark; a restart resumes exactly at the last comm
   each later snapshot's changes come from comparing it with its parent (tablestore.snapshot_changes: -U/+U, -D
   with the old row; compactions give nothing). `full` starts with the latest snapshot's rows as +I.
 `Trigger.AvailableNow` reads up to the end found when the query starts, then stops.
+
+`consumer-id` (filestore.consumers, tablestore.consumers): the stream's progress is recorded in the table at each
+micro-batch commit (`commit(end)`: the log offsets of `end`, or for a table without a log its next snapshot,
+end's + 1; and when Spark plans a micro-batch from a committed end, `latestOffset(start)`, as Spark calls
+`commit(end)` only when it plans the next batch: so the last batch of a `Trigger.AvailableNow` run is recorded
+too), so expiry keeps the snapshots it still needs; a query started with no checkpointed offsets (Spark
+asks `initialOffset`) and an existing consumer resumes at the consumer's position, whatever `scan` says. The
+checkpoint, when there is one, wins: the consumer is then only a record of progress.
 """
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
@@ -39,7 +48,7 @@ except ImportError:  # PySpark 4.1: Spark calls latestOffset() without arguments
         """Stand-in base class: PySpark 4.1 has no such interface (AvailableNow reads up to one end offset)."""
 
 import catalog
-from filestore import CommitKind, FileStore
+from filestore import CommitKind, ConsumerManager, FileStore, check_consumer_id
 from logstore import ROW_KIND_COLUMN, insert_kinds
 from tablestore.faults import fault_point
 from tablestore.log_changes import ChangeSource, commit_end, commit_start, range_changes
@@ -53,6 +62,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 SCANS = ("full", "latest", "from-timestamp")
+_CONSUMER_REFRESH_S = 60.0
+"""How often a stream standing still rewrites its consumer, so `consumer.expiration-time` never expires it."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,10 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.normalize = _normalize(options, self.ref)
         self.stored = _stored_records(options, self.ref)
         self.max_rows = int_option(options, "max-rows-per-trigger", table)
+        consumer_id = options.get("consumer-id")
+        self.consumer_id = None if consumer_id is None else check_consumer_id(table, consumer_id)
+        self._recorded: dict[str, Any] | None = None
+        self._recorded_at = 0.0
         if self.max_rows and not ADMISSION_CONTROL:
             warnings.warn(f"table {table!r}: option 'max-rows-per-trigger' needs PySpark >= 4.2 (admission control "
                           "for Python stream readers); on this PySpark every trigger reads all available changes",
@@ -111,6 +126,12 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         handle = self.ref.handle()
         snapshots = handle.store.snapshots
         latest = snapshots.latest()
+        consumer = ConsumerManager(handle.store).get(self.consumer_id) if self.consumer_id else None
+        if consumer is not None and handle.log is None:
+            return {"base": None, "snapshot": consumer.next_snapshot_id - 1}
+        if consumer is not None and handle.log is not None:
+            return {"base": None, "log": _json({p: consumer.log_offsets.get(p, 0)
+                                                for p in range(handle.log.options.partitions)})}
         if handle.log is None:
             if self.scan == "full":
                 return {"base": latest.id if latest else None, "snapshot": latest.id if latest else 0}
@@ -150,6 +171,8 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """PySpark >= 4.2 passes the batch's start and read limit; 4.1 passes neither: then everything there is,
         from this reader's last answer, its initial offset or (restarted from a checkpoint) the offset Spark told
         `partitions`."""
+        if start is not None:   # the end of a committed micro-batch: also the last one of an AvailableNow run,
+            self._record(start)   # whose commit(end) Spark calls only when it plans another batch
         end = self._target if self._target is not None else self._end()
         if start is None:
             seen = self._seen if self._seen is not None and "snapshot" in self._seen and "snapshot" in end else None
@@ -238,7 +261,23 @@ class ManagedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 yield _conform(pa.Table.from_batches([batch]), schema)
 
     def commit(self, end: dict[str, Any]) -> None:
-        pass
+        """Record the consumer's progress (`consumer-id`): everything up to `end` is processed."""
+        self._record(end)
+
+    def _record(self, end: dict[str, Any]) -> None:
+        """Write the consumer when its position moved, or to refresh its update time (at most every
+        _CONSUMER_REFRESH_S while it stands still)."""
+        if self.consumer_id is None or end.get("base") is not None:   # a start whose snapshot is still to read
+            return
+        position = {"snapshot": end["snapshot"]} if "snapshot" in end else {"log": end["log"]}
+        if position == self._recorded and time.monotonic() - self._recorded_at < _CONSUMER_REFRESH_S:
+            return
+        consumers = ConsumerManager(self.ref.handle().store)
+        if "snapshot" in end:
+            consumers.record(self.consumer_id, {}, next_snapshot=int(end["snapshot"]) + 1)
+        else:
+            consumers.record(self.consumer_id, _offsets(end["log"]))
+        self._recorded, self._recorded_at = position, time.monotonic()
 
 
 def stream_schema(ref: TableRef, started: "StructType") -> pa.Schema:
@@ -362,7 +401,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.RecordBatch:
 def read_changes(spark: "SparkSession", table: str, **options: Any) -> "DataFrame":
     """`spark.readStream.format("managed")` of `table`'s changes: `_row_kind` + the table's columns. Options as
     keyword arguments with `_` for `-`/`.` where needed, or their keys: `scan`, `scan.timestamp-ms`,
-    `max-rows-per-trigger`, `changelog.normalize`, `warehouse`."""
+    `max-rows-per-trigger`, `changelog.normalize`, `consumer-id`, `warehouse`."""
     from tablestore.spark.types import spark_schema
 
     opts = {k: str(v) for k, v in options.items()}

@@ -202,3 +202,47 @@ def test_a_buckets_log_tasks_stay_on_one_executor(spark_cluster: SparkCluster, k
     assert tasks == BUCKETS * commits and sorted(processes) == list(range(BUCKETS))
     assert all(len(pids) == 1 for pids in processes.values()), processes
     assert len(set().union(*processes.values())) == 2, processes   # both executors produce
+
+
+@pytest.mark.timeout(900)
+def test_the_service_compacts_a_big_table_as_a_spark_job_on_the_cluster(spark_cluster: SparkCluster,
+                                                                        tmp_path: Path) -> None:
+    """`tablestore service --master`: a write-only table compacts as a Spark job of the service's application on
+    the cluster (CALL compact on the executors), not in the service's process."""
+    import socket
+    import urllib.request
+
+    import pyarrow as pa
+
+    warehouse = tmp_path / "wh"
+    cat = tablestore.Catalog(str(warehouse))
+    cat.create_database("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    t = cat.create_table("db.t", schema, primary_key=["id"], options={"log.system": "none", "bucket": "2",
+                                                                        "write-only": "true"})
+    for i in range(6):
+        t.write(pa.table({"id": [i, i + 100], "v": ["x", "y"]}, schema=schema))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLESTORE_CATALOG_OPTIONS"))}
+    env["TABLESTORE_SERVICE_DIR"] = str(tmp_path / "run")
+    cli = [sys.executable, "-m", "tablestore.cli", "service"]
+    started = subprocess.run([*cli, "--warehouse", str(warehouse), "--port", str(port), "--detach", "--master",
+                              spark_cluster.master_url, "--spark-min-mb", "0", "--interval", "1"],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 400
+        while t.snapshots()[-1].kind != "COMPACT":
+            assert time.monotonic() < deadline, (tmp_path / "run" / "service.log").read_text()[-4000:]
+            time.sleep(1)
+        with urllib.request.urlopen(f"{spark_cluster.web_url}/json/", timeout=10) as reply:
+            apps = json.load(reply)
+        names = [a["name"] for a in apps.get("activeapps", []) + apps.get("completedapps", [])]
+        assert "tablestore-service" in names   # the compaction was the service's Spark job on the cluster
+        assert t.read().num_rows == 12
+        assert max(n for p in t.describe()["partitions"] for n in p["sorted_runs"].values()) < 6
+    finally:
+        stopped = subprocess.run([*cli, "stop"], capture_output=True, text=True, env=env, timeout=300)
+    assert stopped.stdout.strip() == "stopped"

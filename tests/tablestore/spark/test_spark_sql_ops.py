@@ -129,7 +129,8 @@ def test_files_system_table_is_typed_and_current(spark: Any, orders: str) -> Non
 
 def test_show_procedures_and_errors(spark: Any, orders: str) -> None:
     names = [r["procedure_name"] for r in rows(spark, "SHOW PROCEDURES IN managed.system")]
-    assert names == ["compact", "expire_snapshots", "describe_detail"]
+    assert names == ["compact", "expire_snapshots", "expire_partitions", "describe_detail", "create_tag", "delete_tag",
+                     "reset_consumer"]
     with pytest.raises(Exception, match="retain_last must be an integer of at least 1"):
         spark.sql(f"CALL managed.system.expire_snapshots(table => '{orders}', retain_last => 0)").collect()
     with pytest.raises(Exception, match="not partition columns"):
@@ -179,7 +180,8 @@ def test_statements_resolve_names_in_the_current_catalog_and_database(spark: Any
 def test_paimon_s_sys_procedures_are_the_system_ones(spark: Any, orders: str) -> None:
     """Paimon's procedure namespace: `CALL sys.compact(...)`, qualified or in the managed catalog (issue 52)."""
     names = [r["procedure_name"] for r in rows(spark, "SHOW PROCEDURES IN managed.sys")]
-    assert names == ["compact", "expire_snapshots", "describe_detail"]
+    assert names == ["compact", "expire_snapshots", "expire_partitions", "describe_detail", "create_tag", "delete_tag",
+                     "reset_consumer"]
     [row] = rows(spark, f"CALL managed.sys.compact(table => '{orders}', partitions => 'dt=2024-01-02')")
     assert (row["files_before"], row["files_after"]) == (3, 1)
     spark.sql(f"USE managed.{orders.split('.')[0]}")
@@ -188,6 +190,25 @@ def test_paimon_s_sys_procedures_are_the_system_ones(spark: Any, orders: str) ->
     finally:
         spark.sql("USE spark_catalog.default")
     assert expired["expired_ids"] == [1, 2]
+
+
+def test_call_expire_partitions_drops_old_partitions(spark: Any, db: str, spark_warehouse: Path) -> None:
+    """Paimon's `expire_partitions` procedure: the partitions whose time (read from their values by the pattern
+    and formatter) is older than the expiration time go in one OVERWRITE snapshot; one row per partition."""
+    spark.sql(f"CREATE TABLE managed.{db}.events (dt STRING NOT NULL, hour INT NOT NULL, v INT) "
+              f"PARTITIONED BY (dt, hour) TBLPROPERTIES ('log.system' = 'none', "
+              f"'partition.timestamp-pattern' = '$dt $hour:00:00')")
+    spark.sql(f"INSERT INTO managed.{db}.events VALUES ('2000-01-01', 1, 1), ('2000-01-01', 12, 2), "
+              f"('2999-01-01', 0, 3)")
+    with pytest.raises(Exception, match="'partition.expiration-time' is not set"):
+        spark.sql(f"CALL managed.sys.expire_partitions(table => '{db}.events')").collect()
+    expired = rows(spark, f"CALL managed.sys.expire_partitions(table => '{db}.events', expiration_time => '1 d')")
+    assert expired == [{"expired_partitions": "dt=2000-01-01/hour=1"}, {"expired_partitions": "dt=2000-01-01/hour=12"}]
+    assert rows(spark, f"SELECT v FROM managed.{db}.events") == [{"v": 3}]
+    table = tablestore.Catalog(str(spark_warehouse)).get_table(f"{db}.events")
+    assert [s.kind for s in table.snapshots()] == ["APPEND", "OVERWRITE"]
+    assert rows(spark, f"CALL managed.system.expire_partitions(table => '{db}.events', expiration_time => '1 d', "
+                       f"timestamp_formatter => 'yyyy-MM-dd HH:mm:ss', timestamp_pattern => '$dt 00:00:00')") == []
 
 
 def test_delta_s_describe_history_and_optimize(spark: Any, orders: str) -> None:

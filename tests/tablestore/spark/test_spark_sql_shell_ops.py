@@ -65,7 +65,9 @@ def test_operations_from_the_spark_sql_shell(tmp_path: Path) -> None:
     assert (detail[11], detail[14], detail[18]) == ("4", "4", "false")   # snapshot 4, 4 files, not all compacted
     assert ["3", "9", "[1,2,3]"] in lines   # expire_snapshots(retain_last => 2) of snapshots 1-5
     assert tagged("snapshots") == [["4", "COMPACT"], ["5", "COMPACT"]]
-    assert [line[-1] for line in lines if line[0] == "managed"] == ["compact", "expire_snapshots", "describe_detail"]
+    assert [line[-1] for line in lines if line[0] == "managed"] == [
+        "compact", "expire_snapshots", "expire_partitions", "describe_detail", "create_tag", "delete_tag",
+        "reset_consumer"]
     assert tagged("rows") == [["1"], ["2"], ["3"], ["4"], ["5"]]   # 7 deleted
     assert done.returncode == 0, done.stderr[-3000:]
     table = tablestore.Catalog(str(warehouse)).get_table("db.orders")

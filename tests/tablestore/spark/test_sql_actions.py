@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import catalog
 import tablestore
 from tablestore.spark.sql_actions import ACTIONS
 
@@ -90,6 +91,22 @@ def test_expire_snapshots_keeps_the_newest_retain_last(warehouse: str) -> None:
     assert row["expired_snapshots"] == 0
     with pytest.raises(tablestore.TableStoreError, match="retain_last must be .* at least 1"):
         call(warehouse, "expire_snapshots", table="db.orders", retain_last=0)
+
+
+def test_expire_partitions_returns_the_partitions_dropped(warehouse: str) -> None:
+    """Paimon's `expire_partitions(table, expiration_time, timestamp_formatter, timestamp_pattern)`: arguments
+    override the table's options for the call; the partitions dropped are rows, Hive style."""
+    with pytest.raises(tablestore.TableStoreError, match="'db.orders'.*'partition.expiration-time' is not set"):
+        call(warehouse, "expire_partitions", table="db.orders")
+    with pytest.raises(catalog.InvalidOptionError, match="'db.orders'.*expire_strategy 'update-time'"):
+        call(warehouse, "expire_partitions", table="db.orders", expiration_time="1 d", expire_strategy="update-time")
+    with pytest.raises(catalog.InvalidOptionError, match="'db.orders'.*'partition.timestamp-pattern'.*\\$id"):
+        call(warehouse, "expire_partitions", table="db.orders", expiration_time="1 d", timestamp_pattern="$id")
+    rows = call(warehouse, "expire_partitions", table="db.orders", expiration_time="1 d",
+                timestamp_pattern="$dt 12:00", timestamp_formatter="yyyy-MM-dd HH:mm")
+    assert rows == [{"expired_partitions": "dt=2024-01-01"}, {"expired_partitions": "dt=2024-01-02"}]
+    assert table(warehouse).read().num_rows == 0 and table(warehouse).snapshots()[-1].kind == "OVERWRITE"
+    assert call(warehouse, "expire_partitions", table="db.orders", expiration_time="1 d") == []
 
 
 def test_describe_detail_of_the_table(warehouse: str) -> None:

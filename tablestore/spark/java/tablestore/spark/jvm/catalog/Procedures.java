@@ -25,7 +25,12 @@ import org.apache.spark.sql.types.StructType;
  *   compact(table, partitions => 'k=v[,k=v...][;...]', full => true,    synchronous compaction, files before/after
  *           where => 'dt &gt;= ...')                                     (on the executors: {@link CompactJob})
  *   expire_snapshots(table, retain_last => n)                           how many snapshots expired
+ *   expire_partitions(table, expiration_time => '1 d',                  the partitions dropped
+ *           timestamp_formatter => ..., timestamp_pattern => ...)
  *   describe_detail(table, partition => 'k=v[,...]')                    DESCRIBE DETAIL (the parser's rewrite)
+ *   create_tag(table, tag => 'x', snapshot => n)                        the new tag, as its $tags row
+ *   delete_tag(table, tag => 'x')                                       the deleted tag
+ *   reset_consumer(table, consumer_id => 'x', snapshot => n)            the consumer's next snapshot (deleted: none)
  * </pre>
  */
 public final class Procedures {
@@ -53,9 +58,30 @@ public final class Procedures {
         DEFINITIONS.put("expire_snapshots", new Definition("expires old snapshots and deletes the files only they use",
             List.of(table, new Param("retain_last", DataTypes.IntegerType, "NULL",
                 "keep the newest n snapshots (default: the table's snapshot.num-retained/time-retained options)"))));
+        DEFINITIONS.put("expire_partitions", new Definition("drops the partitions older than an expiration time, "
+                + "read from their values (Paimon's expire_partitions)",
+            List.of(table, new Param("expiration_time", DataTypes.StringType, "NULL",
+                    "partitions older than this (e.g. '1 d') are dropped (default: the table's expiration option)"),
+                new Param("timestamp_formatter", DataTypes.StringType, "NULL",
+                    "e.g. 'yyyyMMdd' (default: the partition.timestamp-formatter option)"),
+                new Param("timestamp_pattern", DataTypes.StringType, "NULL",
+                    "e.g. '$dt $hour:00:00' (default: the partition.timestamp-pattern option)"),
+                new Param("expire_strategy", DataTypes.StringType, "NULL",
+                    "'values-time', the only strategy (Paimon's update-time is not supported)"))));
         DEFINITIONS.put("describe_detail", new Definition("DESCRIBE DETAIL (FLIP-188) of a table or of partitions",
             List.of(table, new Param("partition", DataTypes.StringType, "NULL",
                 "a partition spec 'column=value[,column=value...]' (default: the table)"))));
+        Param tag = new Param("tag", DataTypes.StringType, null, "the tag's name");
+        DEFINITIONS.put("create_tag", new Definition("tags a snapshot: VERSION AS OF 'tag' reads it, expiry keeps it",
+            List.of(table, tag, new Param("snapshot", DataTypes.LongType, "NULL",
+                "the snapshot id to tag (default: the latest snapshot)"))));
+        DEFINITIONS.put("delete_tag", new Definition("deletes a tag (and the files only its expired snapshot used)",
+            List.of(table, tag)));
+        DEFINITIONS.put("reset_consumer", new Definition("moves a consumer so it next reads the changes of a snapshot "
+                + "on, or deletes it (no snapshot)",
+            List.of(table, new Param("consumer_id", DataTypes.StringType, null, "the consumer's id"),
+                new Param("snapshot", DataTypes.LongType, "NULL",
+                    "the next snapshot whose changes it reads (default: delete the consumer)"))));
     }
 
     private Procedures() {
@@ -173,6 +199,9 @@ public final class Procedures {
             }
             if (type == DataTypes.IntegerType) {
                 return row.getInt(i);
+            }
+            if (type == DataTypes.LongType) {
+                return row.getLong(i);
             }
             return row.getUTF8String(i).toString();
         }
