@@ -6,13 +6,16 @@ say: it is the table), never more than `snapshot.num-retained.max`, and in betwe
 front only (ids stay contiguous), in this order:
 1. move the EARLIEST hint past the expired ids and delete their snapshot files (no new reader can start on them);
 2. delete every data file, manifest and manifest list that some expired snapshot used and no retained one does,
-   nor any tag's snapshot (filestore.tags: the tags are listed after step 1, so a tag created meanwhile is seen).
+   nor any tag's snapshot (filestore.tags: the tags are listed after step 1, so a tag created meanwhile is seen),
+   nor the latest published version of a Delta or Iceberg view (filestore.views.listed_files: a bucket a view
+   does not publish yet stays listed with files a compaction has replaced in the table).
 A crash between 1 and 2 leaves unreferenced files, which orphan removal deletes later.
 Never expired: a snapshot a live consumer still needs (filestore.consumers); expiry first deletes the consumers
 not updated for `consumer.expiration-time`.
 
 Orphan removal deletes files under the table directory that no retained snapshot references and that are older
-than a grace period (files of writes still in flight are young, so they survive).
+than a grace period (files of writes still in flight are young, so they survive), nor the views' (the Delta log,
+and the Iceberg metadata its latest version needs: files a crashed or losing publisher left there are orphans).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from filestore import views
 from filestore.consumers import ConsumerManager
 from filestore.meta import Snapshot
 from filestore.paths import snapshot_id_of, tag_name_of
@@ -117,6 +121,7 @@ def expire_snapshots(store: "FileStore", now_ms: int | None = None, *, retain_la
     for s in expired:
         sm.delete(s.id)
     keep |= tagged_references(store, {s.id for s in retained})   # after step 1: filestore.tags, invariant 4
+    keep |= views.listed_files(store.context)   # a view's lagging bucket still lists replaced files
     doomed = sorted(candidates - keep)
     for path in doomed:
         store.io.delete(path)
@@ -133,14 +138,17 @@ def remove_orphan_files(store: "FileStore", older_than_ms: int) -> list[str]:
         keep |= _referenced(store, s)
         ids.add(s.id)
     keep |= tagged_references(store, ids)
+    keep |= views.listed_files(store.context)
+    view_needs = views.needed_view_file(store.context)
     removed = []
     for status in store.io.walk_files(store.paths.root):
         name = status.path.rsplit("/", 1)[-1]
         if status.path.startswith((store.paths.schema_dir + "/", store.paths.checkpoint_dir + "/",
                                    store.paths.service_dir + "/",   # the service's lease (filestore.lease)
-                                   store.paths.consumer_dir + "/",   # consumers (filestore.consumers)
-                                   f"{store.paths.root}/_delta_log/", f"{store.paths.root}/metadata/")):
-            continue  # the Delta and Iceberg views' logs and metadata (filestore.views) are never orphans
+                                   store.paths.consumer_dir + "/")):   # consumers (filestore.consumers)
+            continue
+        if view_needs(status.path):
+            continue  # the Delta log, and the Iceberg metadata its latest version needs (filestore.views)
         if status.path.startswith(store.paths.snapshot_dir + "/") and (
             snapshot_id_of(name) is not None or name in ("LATEST", "EARLIEST")
         ):

@@ -39,9 +39,9 @@ Invariants:
      descriptor of the table's own DV file (`dv/deletion_vector_<uuid>.bin`, random prefix "dv").
    - a primary-key table without deletion vectors: a bucket is listed only when its files are one sorted run
      without DELETE records (fully compacted); otherwise its previously published files stay listed, so the view
-     lags in that bucket until compaction; never a key twice, never a deleted key. (A lagging bucket's files
-     rewritten and expired meanwhile leave the view naming a missing file: readers fail loudly rather than drop
-     rows.)
+     lags in that bucket until compaction; never a key twice, never a deleted key. Expiry and orphan removal
+     keep every file the latest version lists (`listed_files`; filestore.expire), so a lagging bucket's files stay
+     readable after a compaction has replaced them in the table.
    - a table without a primary key: a bucket is listed when none of its records retracts (`_VALUE_COUNT` < 1, read
      once per file), else it lags as above. INEXACT: a record of `_VALUE_COUNT` n > 1 (the same row written n
      times, merged) reads as ONE row in a Delta reader, which does not know the count column.
@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore import dvformat
 from filestore.errors import SnapshotNotFoundError
 from filestore.live import LiveFiles
 from filestore.views import plain_bucket
@@ -131,6 +132,25 @@ def publish(context: "StoreContext", live: LiveFiles) -> None:
         if published is None:
             return  # another publisher created this version first: it goes on from there
         state = published
+
+
+def listed_files(context: "StoreContext") -> set[str]:
+    """The table's files the latest version lists: its data files and the deletion-vector files their descriptors
+    name (paths as the table's file IO names them)."""
+    state = _load(context)
+    if state is None:
+        return set()
+    root = context.paths.root
+    found = set()
+    for path, add in state.adds.items():
+        found.add(f"{root}/{urllib.parse.unquote(path)}")
+        dv = add.get("deletionVector")
+        if dv and dv.get("storageType") == "u":
+            text = dv["pathOrInlineDv"]
+            prefix, encoded = text[:-20], text[-20:]
+            name = dvformat.dv_file_name(uuid.UUID(bytes=dvformat.z85_decode(encoded, 16)))
+            found.add(f"{root}/{prefix}/{name}" if prefix else f"{root}/{name}")
+    return found
 
 
 # -- the log ----------------------------------------------------------------------------------------------------

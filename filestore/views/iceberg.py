@@ -35,13 +35,15 @@ Invariants:
      every blob of a Puffin file (pyiceberg does) still reads exactly.
    - a primary-key table without deletion vectors: a bucket is published only when its files are one sorted run
      without DELETE records (fully compacted); otherwise the bucket's previously published files stay listed, so
-     the view lags in that bucket until compaction. (A file of a lagging bucket rewritten and expired meanwhile
-     leaves the view naming a missing file: readers fail loudly rather than drop rows.)
+     the view lags in that bucket until compaction. Expiry and orphan removal keep every data file the latest
+     metadata lists (`listed_files`; filestore.expire), so a lagging bucket's files stay readable after a
+     compaction has replaced them in the table.
    - a table without a primary key: the same, a bucket being publishable when it has no DELETE records and every
      record counts one row (`_VALUE_COUNT` == 1, read once per newly published file). A row written twice in one
      write is one record counting two: Iceberg cannot say so, and its bucket lags until that record is gone.
 4. A snapshot's metadata lists only the snapshots whose tablestore snapshot still exists: expired ones are dropped,
    and the metadata-directory files only they used deleted (never a data file: the table's expiry owns those).
+   Any other file of the metadata directory (a crashed publisher's) is an orphan (`metadata_files`).
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
 from filestore.views import plain_bucket
 from filestore.views import iceberg_avro as ia
 from filestore.views.iceberg_state import (METADATA_DIR, VERSION_HINT, Manifest, Published, io_path, latest_version,
-                                           load, metadata_file, remember, root_uri)
+                                           load, metadata_file, remember, root_uri, version_of)
 
 if TYPE_CHECKING:
     from filestore.context import StoreContext
@@ -133,7 +135,8 @@ def _name_mapping(context: "StoreContext", schema: TableSchema) -> list[dict[str
 
 def _publish_snapshot(context: "StoreContext", state: Published, live: LiveFiles) -> Published | None:
     """Publish `live` on top of `state`: the new state, or None when another publisher created the version. The
-    files it wrote are deleted when it fails or loses (a crash leaves them, unreferenced)."""
+    files it wrote are deleted when it fails or loses (a crash leaves them, unreferenced, for orphan removal:
+    `metadata_files`)."""
     written: list[str] = []
     try:
         published = _write_snapshot(context, state, live, written)
@@ -285,6 +288,26 @@ def _write_snapshot(context: "StoreContext", state: Published, live: LiveFiles,
         except OSError as e:  # the view is published; what is left is only unreferenced
             log.warning("table %s: could not delete the expired Iceberg snapshots' files: %s", context.table_name, e)
     return remember(context, Published(snap.id, metadata, data, deletes, tuple(manifests)))
+
+
+def listed_files(context: "StoreContext") -> set[str]:
+    """The table's data files the latest metadata's current snapshot lists (paths as the table's file IO names
+    them; its deletion vectors are Puffin files of the metadata directory, see `metadata_files`)."""
+    state = load(context, latest_version(context))
+    return {io_path(context, path) for path in state.data}
+
+
+def metadata_files(context: "StoreContext") -> set[str]:
+    """Every metadata-directory file the view needs: the metadata files, the version hint, and what each snapshot
+    the latest metadata lists needs (its manifest list, manifests and Puffin files). Anything else there is left
+    by a publisher that crashed or lost a race before it could delete it."""
+    directory = f"{context.paths.root}/{METADATA_DIR}"
+    needed = {f"{directory}/{VERSION_HINT}"}
+    needed |= {s.path for s in context.io.list_dir(directory) if version_of(s.path.rsplit("/", 1)[-1]) is not None}
+    state = load(context, latest_version(context))
+    for snapshot in state.metadata.get("snapshots", []):
+        needed |= _snapshot_files(context, snapshot)
+    return needed
 
 
 def _snapshot_files(context: "StoreContext", snapshot: Mapping[str, Any]) -> set[str]:
