@@ -141,6 +141,28 @@ ORPHAN_FILES_OLDER_THAN: ConfigOption[int] = ConfigOption(
     "`tablestore service`'s orphan-file removal deletes files no snapshot references once they are older than "
     "this (younger ones may belong to a write in flight).", min=0,
 )
+TAG_AUTOMATIC_CREATION: ConfigOption[str] = ConfigOption(
+    "tag.automatic-creation", "enum", "none",
+    "`process-time`: `tablestore service` tags the table's latest snapshot at the end of each "
+    "`tag.creation-period`, by the service machine's clock and local time zone, named after the period "
+    "(`2026-12-03` daily, `2026-12-03 10` hourly). `none`: no automatic tags. (Paimon's `watermark` and `batch` "
+    "are not supported.)", choices=("none", "process-time"),
+)
+TAG_CREATION_PERIOD: ConfigOption[str] = ConfigOption(
+    "tag.creation-period", "enum", "daily",
+    "The period of automatic tags: `daily`, `hourly` or `two-hours` (periods starting at even hours, named like "
+    "hourly tags).", choices=("daily", "hourly", "two-hours"),
+)
+TAG_CREATION_DELAY: ConfigOption[int] = ConfigOption(
+    "tag.creation-delay", "duration", "0 ms",
+    "How long after a period's end its automatic tag is made (room for late writes); less than one period.", min=0,
+)
+TAG_NUM_RETAINED_MAX: ConfigOption[int] = ConfigOption(
+    "tag.num-retained-max", "int", None,
+    "Automatic tags kept at most: the service deletes the oldest automatic tags (by the period they name) beyond "
+    "this. A tag is automatic when its name is a period's name in the format of `tag.creation-period`, as in "
+    "Paimon; other tags are never deleted. Unset: unlimited.", min=1,
+)
 
 DELETION_VECTORS: ConfigOption[bool] = ConfigOption(
     "deletion-vectors.enabled", "boolean", "false",
@@ -364,6 +386,7 @@ ALL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     PARTITION_TIMESTAMP_PATTERN, PARTITION_TIMESTAMP_FORMATTER,
     COMPACTION_TRIGGER, STOP_TRIGGER, COMPACTION_MAX_SIZE_AMP, COMPACTION_SIZE_RATIO, WRITE_ONLY,
     COMPACTION_OPTIMIZATION_INTERVAL, ORPHAN_FILES_OLDER_THAN, DELETION_VECTORS,
+    TAG_AUTOMATIC_CREATION, TAG_CREATION_PERIOD, TAG_CREATION_DELAY, TAG_NUM_RETAINED_MAX,
     DELTA_METADATA, ICEBERG_METADATA, CHANGE_TRACKING, CHANGELOG_NORMALIZE, SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET, INGEST_SCHEMA_EVOLUTION,
     INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SYSTEM, LOG_PROPERTIES, LOG_TOPIC, LOG_RETENTION, LOG_FORMAT, LOG_KEY_FORMAT, LOG_CHANGELOG_MODE,
     LOG_CONSISTENCY, LOG_SCAN, LOG_SCAN_TIMESTAMP, DEBEZIUM_JSON, DEBEZIUM_AVRO, UPSERT_FORMAT,
@@ -380,6 +403,7 @@ ALTERABLE: tuple[ConfigOption[Any], ...] = (
     PARTITION_EXPIRATION_TIME, PARTITION_EXPIRATION_CHECK_INTERVAL, PARTITION_EXPIRATION_STRATEGY,
     PARTITION_TIMESTAMP_PATTERN, PARTITION_TIMESTAMP_FORMATTER,
     WRITE_ONLY, COMPACTION_OPTIMIZATION_INTERVAL, ORPHAN_FILES_OLDER_THAN, CHANGE_TRACKING, CHANGELOG_NORMALIZE,
+    TAG_AUTOMATIC_CREATION, TAG_CREATION_PERIOD, TAG_CREATION_DELAY, TAG_NUM_RETAINED_MAX,
     SINK_UPSERT_MATERIALIZE, SINK_SHUFFLE_BY_BUCKET,
     INGEST_SCHEMA_EVOLUTION, INGEST_UNAVAILABLE_VALUE, INGEST_TRUNCATE, LOG_SCAN,
     LOG_SCAN_TIMESTAMP,

@@ -4,7 +4,8 @@
   interval, and a full compaction every `compaction.optimization-interval` when set;
 - snapshot expiry (`snapshot.time-retained`, `snapshot.num-retained.min/max`) every expiry interval;
 - orphan-file removal (`orphan-files.older-than`) every orphan interval;
-- partition expiry (`partition.expiration-time`) every `partition.expiration-check-interval`.
+- partition expiry (`partition.expiration-time`) every `partition.expiration-check-interval`;
+- automatic tags (`tag.automatic-creation`, tablestore.service.autotag) every expiry interval.
 
 The table's own options decide what each duty does, the service's `--option` overrides over them. A duty that fails
 is logged and recorded (`TableDuties.errors`, the /metrics error counts), and runs again at its next turn; it never
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import catalog as _catalog
 from filestore import CommitConflictError, CommitRetriesExhaustedError, FileStore, Lease
+from tablestore.service.autotag import auto_tag_duty
 from tablestore.table import Table
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DUTIES = ("compaction", "full-compaction", "snapshot-expiry", "orphan-removal", "partition-expiry")
+DUTIES = ("compaction", "full-compaction", "snapshot-expiry", "orphan-removal", "partition-expiry", "auto-tag")
 """The duties, as /metrics labels them (on-the-wire names: do not change)."""
 
 RECENT_ERRORS = 50
@@ -101,6 +103,8 @@ def run_due(table: Table, write_only: bool, state: TableDuties, intervals: Inter
          lambda: _compact(table, state, spark, full=True)),
         ("compaction", intervals.compaction_s if write_only else None,
          lambda: _compact(table, state, spark, full=False)),
+        ("auto-tag", intervals.expiry_s if table.options.get("tag.automatic-creation", "none") != "none" else None,
+         lambda: auto_tag_duty(table)),   # before expiry: the tag keeps its snapshot
         ("snapshot-expiry", intervals.expiry_s, lambda: _expire(table)),
         ("orphan-removal", intervals.orphan_s, lambda: _remove_orphans(table)),
         ("partition-expiry", _duration_s(table, "partition.expiration-check-interval", 3600.0)
