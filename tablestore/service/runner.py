@@ -29,6 +29,7 @@ from filestore import TablePaths, acquire_lease, release_lease, renew_lease
 from tablestore.errors import TableStoreError
 from tablestore.service.spark_compact import SparkCompactor
 from tablestore.service.duties import DutyError, Intervals, RECENT_ERRORS, TableDuties, open_table, run_due
+from tablestore.service.history import History
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class Service:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.started_at = time.time()
         self._held: dict[str, TableDuties] = {}
+        self.history = History()
+        """Per table, the duties' events and sorted-run samples of its turns (the status page's charts)."""
         self._known: list[str] = []
         self._errors: deque[DutyError] = deque(maxlen=RECENT_ERRORS)
         self._error_count = 0
@@ -127,6 +130,7 @@ class Service:
             for gone in set(self._held) - set(names):
                 log.info("table %s is gone: dropped from the schedule", gone)
                 del self._held[gone]
+        self.history.forget(set(names))
         for name in names:
             if self._stop.is_set():
                 return
@@ -135,7 +139,8 @@ class Service:
                 continue
             try:
                 table, write_only = open_table(self.catalog, name, self._overrides)
-                run_due(table, write_only, state, self.config.intervals, self._record, self.spark)
+                with self.history.turn(self.catalog, name, state):
+                    run_due(table, write_only, state, self.config.intervals, self._record, self.spark)
                 table.close()
             except _catalog.TableNotFoundError:
                 continue   # dropped since the listing: gone from the schedule at the next turn

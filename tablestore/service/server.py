@@ -1,16 +1,19 @@
-"""The service's HTTP server: `/metrics` (tablestore.service.metrics) and `/healthz`, on 127.0.0.1 by default.
+"""The service's HTTP server: `/metrics` (tablestore.service.metrics), `/healthz`, and the status page (`/` and
+`/table/<db>.<table>`, tablestore.service.page), on 127.0.0.1 by default.
 
-Routes are a table (`ROUTES`-like `routes` of `ServiceServer`): the status page adds `/` there."""
+Routes are a table (`routes` of `ServiceServer`, exact paths); `/table/<name>` is the one route with a parameter."""
 from __future__ import annotations
 
 import logging
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Callable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from tablestore.service.metrics import registry_for
+from tablestore.service.page import overview, table_page
 
 if TYPE_CHECKING:
     from tablestore.service.runner import Service
@@ -36,14 +39,18 @@ class ServiceServer:
     def __init__(self, service: "Service", port: int, host: str = "127.0.0.1") -> None:
         registry = registry_for(service)
         self.routes: dict[str, Route] = {"/metrics": _metrics(lambda: generate_latest(registry)),
-                                         "/healthz": _health}
+                                         "/healthz": _health, "/": overview}
         routes, owner = self.routes, service
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                route = routes.get(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                route = routes.get(path)
+                if route is None and path.startswith("/table/"):
+                    name = urllib.parse.unquote(path[len("/table/"):])
+                    route = lambda service: table_page(service, name)  # noqa: E731
                 if route is None:
-                    status, kind, body = 404, "text/plain; charset=utf-8", b"not found: try /metrics\n"
+                    status, kind, body = 404, "text/plain; charset=utf-8", b"not found: try / or /metrics\n"
                 else:
                     try:
                         status, kind, body = route(owner)
