@@ -71,12 +71,17 @@ reads with Spark's Parquet reader."""
 
 
 def _raw_readable(type_: pa.DataType) -> bool:
-    """Types Spark's Parquet reader gives back as the table's Spark type (see tablestore.spark.types)."""
+    """Types Spark's Parquet reader gives back as the table's Spark type (see tablestore.spark.types). Timestamps:
+    the data files store them as Parquet TIMESTAMP(MILLIS|MICROS|NANOS) (seconds as MILLIS), `isAdjustedToUTC`
+    true with a time zone and false without. Spark reads a UTC-adjusted one as TIMESTAMP whatever its unit, a
+    local one as TIMESTAMP_NTZ only in MICROS (MILLIS it reads as TIMESTAMP: not the table's type), and NANOS not
+    as a timestamp at all."""
     t = pa.types
     return (t.is_boolean(type_) or t.is_int8(type_) or t.is_int16(type_) or t.is_int32(type_) or t.is_int64(type_)
             or t.is_float32(type_) or t.is_float64(type_) or t.is_string(type_) or t.is_large_string(type_)
             or t.is_binary(type_) or t.is_large_binary(type_) or t.is_date32(type_)
-            or (t.is_decimal128(type_) and type_.precision <= 38))
+            or (t.is_decimal128(type_) and type_.precision <= 38)
+            or (t.is_timestamp(type_) and (type_.unit == "us" or (type_.tz is not None and type_.unit in ("s", "ms")))))
 
 
 @dataclass(frozen=True)

@@ -314,3 +314,51 @@ def test_clear_errors_for_a_missing_warehouse_and_bad_options(spark: Any, tmp_pa
         df.write.format("managed").option("warehouse", str(tmp_path)).option("overwrite-mode", "some") \
             .mode("overwrite").save(table.name)
     assert table.read().num_rows == 0
+
+
+def test_timestamps_read_raw_by_spark_as_python_reads_them(spark: Any, tmp_path: Path) -> None:
+    """Timestamps with a time zone (TIMESTAMP, of second to microsecond precision) and without (TIMESTAMP_NTZ, in
+    microseconds) read by Spark's Parquet reader (raw splits, nothing in Python) as the Python path gives them, also
+    before 1900 and with deletion vectors; a column Spark's reader would read as another type (nanoseconds, or
+    milliseconds without a time zone) sends the table through Python, with the same rows."""
+    utc = dt.timezone.utc
+
+    def table_of(schema: pa.Schema, options: dict[str, str]) -> tablestore.Table:
+        cat = tablestore.Catalog(str(tmp_path))
+        cat.create_database("db", ignore_if_exists=True)
+        return cat.create_table(f"db.t{next(_tables)}", schema, primary_key=["id"],
+                                options={"bucket": "2", "log.system": "none", **options})
+
+    times = [dt.datetime(1850, 3, 1, 12, 30, 15, 123456), dt.datetime(1970, 1, 1), dt.datetime(2024, 2, 29, 23, 59,
+                                                                                               59, 999999),
+             dt.datetime(2200, 4, 11, 23, 47, 16), None]
+    base = pa.schema([pa.field("id", pa.int64(), False), ("at", pa.timestamp("us", tz="UTC")),
+                      ("milli", pa.timestamp("ms", tz="UTC")), ("sec", pa.timestamp("s", tz="Europe/Paris")),
+                      ("micro_ntz", pa.timestamp("us"))])
+
+    def rows(schema: pa.Schema, version: int) -> pa.Table:
+        data: dict[str, list[Any]] = {"id": list(range(len(times)))}
+        for f in schema:
+            if f.name != "id":
+                data[f.name] = [None if t is None else (t.replace(tzinfo=utc) if f.type.tz else t).replace(
+                    microsecond=0 if f.type.unit == "s" else (t.microsecond // 1000 * 1000 if f.type.unit == "ms"
+                                                              else t.microsecond)) + dt.timedelta(days=version)
+                                for t in times]
+        return pa.table(data, schema=schema)
+
+    for schema, options, raw in [(base, {}, True), (base, {"deletion-vectors.enabled": "true"}, True),
+                                 (pa.schema([*base, ("nano", pa.timestamp("ns"))]), {}, False),
+                                 (pa.schema([*base, ("local_milli", pa.timestamp("ms"))]), {}, False)]:
+        table = table_of(schema, options)
+        table.write(rows(schema, 0))
+        table.write(rows(schema, 1).slice(0, 3))
+        if not options:
+            table.compact(full=True)
+        df = _load(spark, tmp_path, table)
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert ("(Python)" not in plan) == raw, plan
+        micros = pa.schema([f.with_type(pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
+                            for f in schema])   # Python's datetime holds microseconds
+        want = spark.createDataFrame(table.read().cast(micros).to_pylist(), spark_schema(schema)).collect()
+        assert _sorted(df.collect()) == _sorted(want)
+        assert _sorted(df.filter("id < 2").collect()) == [r for r in _sorted(want) if r[0] < 2]

@@ -73,7 +73,7 @@ final class FilteredOpen {
             HadoopFiles.open(file, hadoop);   // the reader opens it with a bare Configuration: cache its file system
         }
         VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, 4096);
-        if (filter == null && !rowIndex) {
+        if (filter == null && !rowIndex && !hasTimestampNtz(columns)) {
             reader.initialize(file, Arrays.asList(columns.fieldNames()));
         } else {
             FilteredOpen.initialize(reader, file, columns, filter, hadoop);
@@ -90,6 +90,20 @@ final class FilteredOpen {
         }
         reader.enableReturningBatches();
         return reader;
+    }
+
+    /**
+     * Whether {@code columns} hold a TIMESTAMP_NTZ: the path-only way infers each column's type from the file with a
+     * bare configuration, which reads a local (not UTC-adjusted) Parquet timestamp as TIMESTAMP; the configured way
+     * reads the requested schema's types.
+     */
+    private static boolean hasTimestampNtz(StructType columns) {
+        for (StructField f : columns.fields()) {
+            if (f.dataType() instanceof org.apache.spark.sql.types.TimestampNTZType) {
+                return true;
+            }
+        }
+        return false;
     }
 
     static void initialize(VectorizedParquetRecordReader reader, String file, StructType schema,
