@@ -1,9 +1,12 @@
 """The systems `bench/spark_peers.py` races, each with its fastest form of every workload, in one Spark session of
-its own process (`python bench/peers_systems.py SYSTEM DATA_DIR RESULT.json SCALE_NAME`).
+its own process (`python bench/peers_systems.py SYSTEM DATA_DIR RESULT.json WARM_DIR [--shape ...]`; the workloads:
+`bench/peers_workloads.py`).
 
-Every table has the columns `id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING` and primary key `id` where the system
-has keys (Paimon and tablestore: 2 fixed buckets; Delta and Parquet: none). Upserts come as Parquet batches with a
-column `op` (`+I`, `+U`, `-D`), and each system applies them its fastest way:
+Every table has the columns of the shape (`bench/peers_shapes.py`: `narrow4`, `id BIGINT NOT NULL, a BIGINT, b DOUBLE,
+c STRING`, or `wide8`) and primary key `id` where the system has keys (Paimon and tablestore: the shape's fixed
+buckets, 2 or 4; Delta and Parquet: none). `tablestore-dv` and `paimon-dv` are the same with
+`'deletion-vectors.enabled' = 'true'` (both systems' name for it). Upserts come as Parquet batches with a column `op`
+(`+I`, `+U`, `-D`), and each system applies them its fastest way:
 - tablestore: the batch as a `_row_kind` DataFrame, `df.write.format("managed")`;
 - Paimon: `INSERT INTO` a table whose `rowkind.field` is `op` (one commit per batch, deletes included);
 - Delta: `MERGE INTO` (what Delta's users do; Delta has no changelog write);
@@ -12,20 +15,17 @@ Compaction is each system's full compaction (`CALL managed.system.compact`, `CAL
 """
 from __future__ import annotations
 
+import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers_latency import COMMITS, latency  # noqa: E402  (bench/ is this script's directory)
-
-COLUMNS = "id, a, b, c"
-DDL = "id BIGINT NOT NULL, a BIGINT, b DOUBLE, c STRING"
+from peers_latency import COMMITS  # noqa: E402  (bench/ is this script's directory)
+from peers_shapes import SHAPES, Shape  # noqa: E402
 
 
 class System:
@@ -36,8 +36,11 @@ class System:
     stream_form = ""
     changes_form = ""
 
-    def __init__(self, work: Path) -> None:
+    properties = ""   # more table properties, after a comma
+
+    def __init__(self, work: Path, shape: Shape) -> None:
         self.work = work
+        self.shape = shape
 
     def session(self) -> Any:
         from pyspark.sql import SparkSession
@@ -57,7 +60,7 @@ class System:
         raise NotImplementedError
 
     def insert(self, spark: Any, t: str, view: str) -> None:
-        spark.sql(f"INSERT INTO {self.name(t)} SELECT {COLUMNS}{self._op(t)} FROM {view}")
+        spark.sql(f"INSERT INTO {self.name(t)} SELECT {self.shape.columns}{self._op(t)} FROM {view}")
 
     def _op(self, t: str) -> str:
         return ""
@@ -112,8 +115,8 @@ class Tablestore(System):
     def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS managed.bench")
         unshuffled = ", 'sink.shuffle-by-bucket' = 'false'" if bulk else ""
-        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2'"
-                  f"{unshuffled})")
+        spark.sql(f"CREATE TABLE {self.name(t)} ({self.shape.ddl}) TBLPROPERTIES ('primary-key' = 'id', "
+                  f"'bucket' = '{self.shape.bucket}'{unshuffled}{self.properties})")
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         (spark.read.parquet(batch).withColumnRenamed("op", "_row_kind")
@@ -159,15 +162,15 @@ class Paimon(System):
             self.with_op.add(t)
         op = ", op STRING" if changes else ""
         kind = ", 'rowkind.field' = 'op'" if changes else ""
-        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}{op}) "
-                  f"TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2'{kind})")
+        spark.sql(f"CREATE TABLE {self.name(t)} ({self.shape.ddl}{op}) "
+                  f"TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '{self.shape.bucket}'{kind}{self.properties})")
 
     def _op(self, t: str) -> str:
         return ", '+I' AS op" if t in self.with_op else ""
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         spark.read.parquet(batch).createOrReplaceTempView("batch")
-        spark.sql(f"INSERT INTO {self.name(t)} SELECT {COLUMNS}, op FROM batch")
+        spark.sql(f"INSERT INTO {self.name(t)} SELECT {self.shape.columns}, op FROM batch")
 
     def compact(self, spark: Any, t: str) -> None:
         spark.sql(f"CALL paimon.sys.compact(table => 'bench.{t}')").collect()
@@ -200,17 +203,19 @@ class Delta(System):
 
     def create(self, spark: Any, t: str, changes: bool, bulk: bool = False) -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS bench")
-        spark.sql(f"CREATE TABLE {self.name(t)} ({DDL}) USING delta")
+        spark.sql(f"CREATE TABLE {self.name(t)} ({self.shape.ddl}) USING delta")
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         spark.read.parquet(batch).createOrReplaceTempView("batch")
         self._merge(spark, t, "batch")
 
     def _merge(self, spark: Any, t: str, view: str) -> None:
+        columns = self.shape.columns.split(", ")
         spark.sql(f"MERGE INTO {self.name(t)} t USING {view} s ON t.id = s.id "
                   "WHEN MATCHED AND s.op = '-D' THEN DELETE "
-                  "WHEN MATCHED THEN UPDATE SET a = s.a, b = s.b, c = s.c "
-                  "WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT (id, a, b, c) VALUES (s.id, s.a, s.b, s.c)")
+                  f"WHEN MATCHED THEN UPDATE SET {', '.join(f'{c} = s.{c}' for c in columns[1:])} "
+                  f"WHEN NOT MATCHED AND s.op <> '-D' THEN INSERT ({', '.join(columns)}) "
+                  f"VALUES ({', '.join(f's.{c}' for c in columns)})")
 
     def compact(self, spark: Any, t: str) -> None:
         spark.sql(f"OPTIMIZE {self.name(t)}").collect()
@@ -247,7 +252,7 @@ class Parquet(System):
         pass
 
     def insert(self, spark: Any, t: str, view: str) -> None:
-        spark.table(view).select("id", "a", "b", "c").write.mode("append").parquet(str(self.work / "parquet" / t))
+        spark.table(view).select(*self.shape.columns.split(", ")).write.mode("append").parquet(str(self.work / "parquet" / t))
 
     def upsert(self, spark: Any, t: str, batch: str) -> None:
         spark.read.parquet(batch).drop("op").write.mode("append").parquet(str(self.work / "parquet" / t))
@@ -260,135 +265,54 @@ class Parquet(System):
                 .trigger(availableNow=True).start(str(self.work / "parquet" / t)))
 
     def feed(self, spark: Any, t: str) -> None:
-        (spark.createDataFrame([], "id BIGINT, a BIGINT, b DOUBLE, c STRING")
+        (spark.createDataFrame([], self.shape.ddl.replace(" NOT NULL", ""))
          .write.mode("append").parquet(str(self.work / "parquet" / t)))
 
     def commit_files(self, t: str) -> str:
         return str(self.work / "parquet" / t / "_SUCCESS")   # rewritten by each append's commit
 
     def changes(self, spark: Any, t: str) -> Any:
-        return (spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING")
+        return (spark.readStream.schema(self.shape.ddl.replace(" NOT NULL", ""))
                 .parquet(str(self.work / "parquet" / t)))
 
 
-SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Tablestore, Paimon, Delta, Parquet)}
+class TablestoreDV(Tablestore):
+    key = "tablestore-dv"
+    properties = ", 'deletion-vectors.enabled' = 'true'"
 
 
-def _timed(run: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
+class PaimonDV(Paimon):
+    key = "paimon-dv"
+    properties = ", 'deletion-vectors.enabled' = 'true'"
 
 
-READS = 5
-"""Reads run this many times, the best kept (the first read of a table also pays for opening it, and the machine's
-load drifts: queries of tens of milliseconds moved by 20-30% between runs with 3)."""
-BULK_ROUNDS = 3
-"""The bulk insert runs this many times, each into a new table, the median kept (a single timed write of 2-3 s moved
-by 10-15% between runs); the upserts, the compaction and the streaming write change one table and run once."""
-
-
-def _best(run: Callable[[], Any]) -> float:
-    return min(_timed(run) for _ in range(READS))
-
-
-def _answer(spark: Any, sql_from: str) -> list[int]:
-    row = spark.sql(f"SELECT count(*), coalesce(sum(a), 0) FROM {sql_from}").collect()[0]
-    return [int(row[0]), int(row[1])]
-
-
-def _noop(spark: Any, query: str) -> None:
-    spark.sql(query).write.format("noop").mode("overwrite").save()
-
-
-def run(system: System, data: Path, truth: dict[str, Any], timings: dict[str, Any], prefix: str = "",
-        commits: int = COMMITS) -> None:
-    """Every workload once on fresh tables named with `prefix` (the warm-up pass uses its own)."""
-    spark = system.session()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.read.parquet(str(data / "bulk.parquet")).createOrReplaceTempView("bulk_src")
-    spark.read.parquet(str(data / "base.parquet")).createOrReplaceTempView("base_src")
-    batches = sorted(str(p) for p in (data / "batches").glob("*.parquet"))
-    bound = truth["range_bound"]
-    checks: dict[str, Any] = {}
-
-    def record(name: str, seconds: float, rows: int, form: str = "", rounds: list[float] | None = None) -> None:
-        timings[name] = {"seconds": seconds, "rows": rows, "form": form, **({"rounds": rounds} if rounds else {})}
-
-    def bulk_insert(name: str, table: str, form: str, unshuffled: bool) -> None:
-        """BULK_ROUNDS inserts of the bulk rows, each into a new table; the median recorded, every answer checked."""
-        rounds, right = [], True
-        for i in range(BULK_ROUNDS):
-            system.create(spark, f"{table}{i}", changes=False, bulk=unshuffled)
-            rounds.append(_timed(lambda: system.insert(spark, f"{table}{i}", "bulk_src")))
-            right = right and _answer(spark, system.name(f"{table}{i}")) == truth["bulk"]
-        record(name, statistics.median(rounds), truth["bulk"][0], form, rounds)
-        checks[name] = right
-
-    bulk, up, st = f"{prefix}bulk", f"{prefix}up", f"{prefix}st"
-    bulk_insert("bulk insert", bulk, system.bulk_form, unshuffled=True)
-    if system.key == "tablestore":   # its default too: shuffled by bucket, one writer (and run) per bucket
-        bulk_insert("bulk insert, shuffled by bucket", f"{bulk}s",
-                    "SQL INSERT, 'sink.shuffle-by-bucket' = 'true' (the default)", unshuffled=False)
-
-    system.create(spark, up, changes=True)
-    system.insert(spark, up, "base_src")
-    def upserts() -> None:
-        for b in batches:
-            system.upsert(spark, up, b)
-
-    record("upserts", _timed(upserts), truth["changes"], system.upsert_form)
-    final = system.name(up)
-    if system.key != "parquet":
-        checks["upserts"] = _answer(spark, final) == truth["final"]
-    else:   # the floor has no upserts: its reads read the final rows written as plain Parquet
-        final = f"parquet.`{data / 'final.parquet'}`"
-    record("scan", _best(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final}")), truth["final"][0])
-    record("1% key range", _best(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final} WHERE id < {bound}")),
-           truth["range"][0])
-    checks["1% key range"] = _answer(spark, f"{final} WHERE id < {bound}") == truth["range"]
-    if system.key != "parquet":
-        record("full compaction", _timed(lambda: system.compact(spark, up)), truth["final"][0])
-        checks["full compaction"] = _answer(spark, final) == truth["final"]
-        record("scan after compaction", _best(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final}")),
-               truth["final"][0])
-        record("1% range after compaction",
-               _best(lambda: _noop(spark, f"SELECT {COLUMNS} FROM {final} WHERE id < {bound}")), truth["range"][0])
-        checks["range after compaction"] = _answer(spark, f"{final} WHERE id < {bound}") == truth["range"]
-
-    system.create(spark, st, changes=True)
-    system.insert(spark, st, "base_src")
-    stream = (spark.readStream.schema("id BIGINT, a BIGINT, b DOUBLE, c STRING, op STRING")
-              .option("maxFilesPerTrigger", 1).parquet(str(data / "batches")))
-    checkpoint = str(system.work / "checkpoints" / st)
-
-    def streamed() -> None:
-        query = system.stream_upsert(spark, st, stream, checkpoint)
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"{system.key}: the streaming write failed: {query.exception()}")
-
-    record("streaming upserts (10 micro-batches)", _timed(streamed), truth["changes"], system.stream_form)
-    if system.key != "parquet":
-        checks["streaming upserts"] = _answer(spark, system.name(st)) == truth["final"]
-    latency(system, spark, f"{prefix}lat", data, timings, commits)
-    timings["_checks"] = checks
-    timings["_spark"] = spark.version
+SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Tablestore, TablestoreDV, Paimon, PaimonDV, Delta, Parquet)}
 
 
 def main() -> None:
-    key, data, out, warm = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
-    commits = int(sys.argv[5]) if len(sys.argv) > 5 else COMMITS
-    truth = json.loads((data / "truth.json").read_text())
-    warm_truth = json.loads((warm / "truth.json").read_text())
-    system = SYSTEMS[key](data / f"work-{key}")
+    from peers_workloads import WORKLOADS, run
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("system", choices=sorted(SYSTEMS))
+    ap.add_argument("data", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("warm", type=Path)
+    ap.add_argument("--commits", type=int, default=COMMITS)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="narrow4")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = ap.parse_args()
+    truth = json.loads((args.data / "truth.json").read_text())
+    warm_truth = json.loads((args.warm / "truth.json").read_text())
+    system = SYSTEMS[args.system](args.data / f"work-{args.system}", SHAPES[args.shape])
+    workloads = args.workloads.split(",")
     warm_up: dict[str, Any] = {}
-    run(system, warm, warm_truth, warm_up, prefix="w", commits=5)   # JIT, jars, Python workers: the timed pass
-    # runs warm
+    # JIT, jars, Python workers: the timed pass runs warm (its reads' first runs: each a table's first query in a new
+    # session of the warm JVM)
+    run(system, args.warm, warm_truth, warm_up, workloads, prefix="w", commits=5, repeat=2)
     timings: dict[str, Any] = {}
-    run(system, data, truth, timings, commits=commits)
+    run(system, args.data, truth, timings, workloads, commits=args.commits)
     timings["_warm_checks"] = warm_up["_checks"]
-    out.write_text(json.dumps(timings, indent=2))
+    args.out.write_text(json.dumps(timings, indent=2))
 
 
 if __name__ == "__main__":

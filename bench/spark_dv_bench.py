@@ -18,7 +18,6 @@ machine's load.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import sys
@@ -27,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -36,41 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tablestore  # noqa: E402
 import tablestore.spark  # noqa: E402
+from peers_shapes import AGGREGATE, SCHEMA, batches  # noqa: E402  (the shape bench/spark_peers.py races too)
 
 OUT = Path(__file__).resolve().parent / "out"
-SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("a", pa.int64()), ("b", pa.int64()), ("c", pa.float64()),
-                    ("s1", pa.string()), ("s2", pa.string()), ("s3", pa.string()), ("ts", pa.timestamp("us", "UTC"))])
-BASE_TS = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
-
-
-def rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
-    n = len(ids)
-    a = rng.integers(0, 1 << 40, n)
-    return pa.table({
-        "id": ids, "a": a, "b": rng.integers(0, 1_000_000, n), "c": rng.random(n),
-        "s1": pc.binary_join_element_wise("user-", pc.cast(pa.array(a % 100_000), pa.string()), ""),
-        "s2": pc.cast(pa.array(a), pa.string()),
-        "s3": pa.array(np.char.add("city-", (a % 500).astype(str))),
-        "ts": pa.array(BASE_TS + rng.integers(0, 86_400_000_000 * 30, n), pa.timestamp("us", "UTC")),
-    }, schema=SCHEMA)
-
-
-def batches(keys: int, count: int, seed: int = 49) -> tuple[pa.Table, list[pa.Table]]:
-    rng = np.random.default_rng(seed)
-    init = rows(rng, np.arange(keys, dtype=np.int64))
-    out, next_id, live = [], keys, np.arange(keys, dtype=np.int64)
-    size = keys // 2
-    for _ in range(count):
-        updates = rng.choice(live, int(size * 0.30), replace=False)
-        deletes = rng.choice(np.setdiff1d(live, updates), int(size * 0.05), replace=False)
-        new = np.arange(next_id, next_id + size - len(updates) - len(deletes), dtype=np.int64)
-        next_id += len(new)
-        upserts = rows(rng, np.concatenate([updates, new]))
-        upserts = upserts.append_column("_row_kind", pa.array(["+U"] * len(updates) + ["+I"] * len(new)))
-        gone = rows(rng, deletes).append_column("_row_kind", pa.array(["-D"] * len(deletes)))
-        out.append(pa.concat_tables([upserts, gone]))
-        live = np.setdiff1d(np.concatenate([live, new]), deletes)
-    return init, out
 
 
 def best(repeat: int, runs: dict[str, Callable[[], Any]]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
@@ -125,8 +90,7 @@ def main() -> None:
     for query in ("SELECT count(*) FROM managed.db.warm", f"SELECT count(*) FROM parquet.`{work / 'warm.parquet'}`"):
         spark.sql(query).collect()
     spark.read.format("managed").load("db.warm").write.format("noop").mode("overwrite").save()
-    aggregate = ("SELECT count(*), sum(id), sum(a), sum(b), round(sum(c), 2), max(s1), max(s2), max(s3), max(ts) "
-                 "FROM {}")  # a double sum rounded: its last digits depend on the order of the rows
+    aggregate = AGGREGATE
     sources = {"dv": "managed.db.dv", "merge": "managed.db.merge", "parquet": "parquet_live"}
 
     def scan(src: str) -> Callable[[], Any]:
