@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyspark
 import pytest
 
 import tablestore
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(
+    tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2),
+    reason="PySpark 4.1 runs an AvailableNow query through a wrapper that never tells the source its last batch "
+           "is done: not recorded there (docs/stream.md, consumer-id)")]
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
 
