@@ -49,6 +49,7 @@ from filestore.paths import TablePaths
 from filestore.retry import RetryBudget
 from filestore.scan import Split
 from filestore.schema import SYSTEM_COLUMNS, SchemaManager, TableSchema
+from filestore.reports import JobReport, JobReports
 from filestore.store import FileStore
 from filestore.tagging import create_tag, delete_tag
 from filestore.tags import Tag, TagManager, check_tag_name
@@ -87,6 +88,8 @@ __all__ = [
     "FileStoreOptions",
     "FileStoreWrite",
     "InvalidWriteError",
+    "JobReport",
+    "JobReports",
     "KeyCodec",
     "KeyCodecError",
     "Lease",

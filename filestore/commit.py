@@ -119,6 +119,7 @@ class FileStoreCommit:
         a data commit after it in a bucket they write fails this one (step 4)."""
         if overwrite is not None:
             kind = CommitKind.OVERWRITE
+        began_ms = int(time.time() * 1000)
         budget = RetryBudget(self.context.options)
         while True:
             if self._may_have_committed and kind != CommitKind.COMPACT:
@@ -140,7 +141,7 @@ class FileStoreCommit:
             index, vectors = (deletion.commit_vectors(self.context, base, delta.entries, written)
                               if self.context.options.deletion_vectors else (None, None))
             snapshot, manifests = self._prepare_snapshot(base, delta, identifier, kind, log_offsets or {}, written,
-                                                         log_pending, log_published, index)
+                                                         log_pending, log_published, index, began_ms)
             if self.context.snapshots.try_publish(snapshot):
                 self._may_have_committed = True
                 log.info("table %s: committed snapshot %s (%s)", self.context.table_name, snapshot.id, kind.value)
@@ -243,9 +244,10 @@ class FileStoreCommit:
         log_pending: bool = False,
         log_published: int | None = None,
         deletion_vectors: str | None = None,
+        began_ms: int | None = None,
     ) -> tuple[Snapshot, tuple[ManifestFileMeta, ...]]:
         """5. The new manifests and the snapshot naming them; also every manifest the snapshot references. The paths
-        written are appended to `written`."""
+        written are appended to `written`; `began_ms`: when the commit was called (its duration is recorded)."""
         mio = self.context.manifests
         schema_id = self.context.schema.id
         latest = base.snapshot
@@ -265,6 +267,7 @@ class FileStoreCommit:
         offsets.update(log_offsets)
         new_id = 1 if latest is None else latest.id + 1
         pending = tuple(p for p in (latest.log_pending if latest is not None else ()) if p != log_published)
+        now_ms = int(time.time() * 1000)
         snapshot = Snapshot(
             id=new_id,
             schema_id=schema_id,
@@ -273,11 +276,12 @@ class FileStoreCommit:
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=kind,
-            time_millis=int(time.time() * 1000),
+            time_millis=now_ms,
             total_record_count=total + delta.added_rows - delta.deleted_rows,
             delta_record_count=delta.added_rows - delta.deleted_rows,
             log_offsets=offsets,
             log_pending=pending + ((new_id,) if log_pending else ()),
             deletion_vectors=deletion_vectors,
+            commit_duration_ms=None if began_ms is None else max(0, now_ms - began_ms),
         )
         return snapshot, (*manifests, delta_meta)

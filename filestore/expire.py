@@ -145,7 +145,8 @@ def remove_orphan_files(store: "FileStore", older_than_ms: int) -> list[str]:
         name = status.path.rsplit("/", 1)[-1]
         if status.path.startswith((store.paths.schema_dir + "/", store.paths.checkpoint_dir + "/",
                                    store.paths.service_dir + "/",   # the service's lease (filestore.lease)
-                                   store.paths.consumer_dir + "/")):   # consumers (filestore.consumers)
+                                   store.paths.consumer_dir + "/",   # consumers (filestore.consumers)
+                                   store.paths.report_dir + "/")):   # jobs' reports (filestore.reports)
             continue
         if view_needs(status.path):
             continue  # the Delta log, and the Iceberg metadata its latest version needs (filestore.views)

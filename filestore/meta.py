@@ -143,6 +143,10 @@ class Snapshot:
     deletion_vectors: str | None = None
     """The deletion-vector index of this snapshot (a file in the manifest directory, filestore.deletion), on tables
     with `deletion-vectors.enabled`; None: no file of the table has a deleted row."""
+    commit_duration_ms: int | None = None
+    """How long its commit took, from the writer's call to the snapshot's time (manifests written, conflicts
+    checked, retries after another writer took the id included; the snapshot file's own write is not): what
+    `tablestore service`'s `/metrics` shows as commit latency. None: a snapshot written before it was recorded."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -161,6 +165,8 @@ class Snapshot:
                 "logOffsets": {str(k): v for k, v in sorted(self.log_offsets.items())},
                 **({"logPending": list(self.log_pending)} if self.log_pending else {}),
                 **({"deletionVectors": self.deletion_vectors} if self.deletion_vectors else {}),
+                **({"commitDurationMillis": self.commit_duration_ms} if self.commit_duration_ms is not None
+                   else {}),
             },
             indent=2,
         )
@@ -184,6 +190,7 @@ class Snapshot:
                 version=int(d.get("version", 1)),
                 log_pending=tuple(int(i) for i in d.get("logPending", ())),
                 deletion_vectors=d.get("deletionVectors"),
+                commit_duration_ms=None if d.get("commitDurationMillis") is None else int(d["commitDurationMillis"]),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise CorruptFileError(path, f"not a snapshot: {e}") from e

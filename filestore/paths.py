@@ -13,6 +13,8 @@
                                                         checkpoints): never data, never an orphan
     <table>/service/lease-<epoch>                       which `tablestore service` runs the table's duties
                                                         (filestore.lease): never data, never an orphan
+    <table>/report/report-<job>                         JSON: a job's latest progress report (filestore.reports):
+                                                        never data, never an orphan
 
 Partition values are rendered Hive-style (filestore.partition: Arrow's cast to string, a null as
 __DEFAULT_PARTITION__, a string that would read as it marked with a trailing '%'), with the characters Hive escapes
@@ -30,6 +32,7 @@ SCHEMA_PREFIX = "schema-"
 LEASE_PREFIX = "lease-"
 TAG_PREFIX = "tag-"
 CONSUMER_PREFIX = "consumer-"
+REPORT_PREFIX = "report-"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
 
@@ -95,6 +98,13 @@ class TablePaths:
     def consumer_file(self, consumer_id: str) -> str:
         return f"{self.consumer_dir}/{CONSUMER_PREFIX}{consumer_id}"
 
+    @property
+    def report_dir(self) -> str:
+        return f"{self.root}/report"
+
+    def report_file(self, job: str) -> str:
+        return f"{self.report_dir}/{REPORT_PREFIX}{job}"
+
     def schema_file(self, schema_id: int) -> str:
         return f"{self.schema_dir}/{SCHEMA_PREFIX}{schema_id}"
 
@@ -144,6 +154,13 @@ def consumer_id_of(file_name: str) -> str | None:
     if not file_name.startswith(CONSUMER_PREFIX) or file_name.endswith(".tmp"):
         return None
     return file_name[len(CONSUMER_PREFIX):] or None
+
+
+def report_job_of(file_name: str) -> str | None:
+    """The job in `report-<job>`, or None for any other file (a temp file of an atomic overwrite)."""
+    if not file_name.startswith(REPORT_PREFIX) or file_name.endswith(".tmp"):
+        return None
+    return file_name[len(REPORT_PREFIX):] or None
 
 
 def schema_id_of(file_name: str) -> int | None:

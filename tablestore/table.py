@@ -49,6 +49,8 @@ class SnapshotInfo:
     log_offsets: Mapping[int, int]
     delta_version: int | None = None
     """The table's Delta Lake version of this snapshot (`metadata.delta.enabled`), else None."""
+    commit_duration_ms: int | None = None
+    """How long its commit took, from the writer's call to the snapshot (None: written before it was recorded)."""
 
     @property
     def time(self) -> dt.datetime:
@@ -64,7 +66,7 @@ class SnapshotInfo:
     def of(s: Snapshot, *, delta: bool = False) -> "SnapshotInfo":
         return SnapshotInfo(s.id, s.commit_kind.value, s.time_millis, s.total_record_count, s.delta_record_count,
                             s.commit_user, s.commit_identifier, s.schema_id, dict(s.log_offsets),
-                            delta_version(s.id) if delta else None)
+                            delta_version(s.id) if delta else None, s.commit_duration_ms)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ Per table (label `table` = `db.table`), for every table the service schedules, w
     tablestore_table_compaction_debt_bytes          bytes a full compaction of every bucket with more than one
                                                     sorted run would rewrite: the size of those buckets' files
     tablestore_table_commit_interval_seconds        seconds between the commit times of the latest two snapshots
-                                                    (absent below two). Not commit latency: a commit's duration is
-                                                    known to its writer only, and writers do not report it
+                                                    (absent below two)
+    tablestore_table_commit_latency_seconds         the latest snapshot's commit: from its writer's call to the
+                                                    snapshot (`commitDurationMillis`, filestore.meta.Snapshot;
+                                                    absent for a snapshot written before it was recorded)
     tablestore_table_log_end_offset{bucket}         tables with a Kafka log: the end offset of each bucket's topic
                                                     partition (tablestore.service.log_offsets; absent when Kafka did
                                                     not answer within its timeout)
@@ -28,13 +30,18 @@ Per table this service holds the lease of:
     tablestore_service_last_compaction_duration_seconds   the service's last compaction of the table
     tablestore_service_duty_runs_total{duty}        duties run
     tablestore_service_duty_errors_total{duty}      duties failed (the errors themselves: the service's log)
+Per ingest job writing a table (label `job`: `ingest` or `ingest-database`), from the report it keeps in the table
+(tablestore.ingest_report, filestore.reports; a job reports after each committed micro-batch):
+    tablestore_ingest_events                        events it has written into the table since it started
+    tablestore_ingest_events_per_second             events written per second between its two latest reports
+    tablestore_ingest_event_to_commit_seconds       its latest micro-batch's commit time minus its newest event's
+                                                    source time: the end-to-end latency of the freshest change
+    tablestore_ingest_last_commit_seconds           `ingest`: its latest micro-batch's time from start to commit
+    tablestore_ingest_lag_records                   `ingest`: source-topic records not read yet
+    tablestore_ingest_report_age_seconds            now minus the report's time (a stopped job's report stays,
+                                                    growing old)
 And `tablestore_service_errors_total`: every error the service recorded (also lease and discovery failures).
 The names are a contract (dashboards use them): add, never rename.
-
-Not here: `tablestore ingest`'s events/s and event-to-commit latency. The job computes them (its progress line,
-tablestore.spark.ingest_progress) but keeps them in its own process: it writes them neither to the warehouse nor to
-its checkpoint, and the Spark checkpoint holds offsets, not event counts or times. A metric of them needs the job to
-report (a progress file in the table's `checkpoint/` directory, say); until then the service does not guess.
 """
 from __future__ import annotations
 
@@ -46,7 +53,8 @@ from typing import TYPE_CHECKING, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from filestore import ConsumerManager, sorted_runs
+from filestore import ConsumerManager, JobReport, JobReports, sorted_runs
+from tablestore.ingest_report import FIGURES
 from tablestore.service.duties import DUTIES
 from tablestore.service.log_offsets import EndOffsets
 
@@ -64,8 +72,8 @@ _TABLE_GAUGES = (
     ("sorted_runs", "Sorted runs of the table, summed over its buckets."),
     ("bucket_sorted_runs_max", "Sorted runs of the table's bucket with the most."),
     ("compaction_debt_bytes", "Bytes a full compaction of every bucket with more than one sorted run would rewrite."),
-    ("commit_interval_seconds", "Seconds between the commit times of the table's latest two snapshots (not commit "
-     "latency: writers do not report it)."),
+    ("commit_interval_seconds", "Seconds between the commit times of the table's latest two snapshots."),
+    ("commit_latency_seconds", "The table's latest commit: seconds from its writer's call to the snapshot."),
 )
 
 
@@ -79,6 +87,8 @@ class TableReading:
     """Per bucket, the end offset of its topic partition; None: no log, or Kafka did not answer."""
     consumer_lag: list[tuple[str, int, int | None]]
     """Per consumer: its id, its lag in snapshots and in records (None without end offsets)."""
+    reports: list[JobReport]
+    """The latest report of each job writing the table (filestore.reports)."""
 
 
 def table_state(service: "Service", name: str) -> dict[str, float] | None:
@@ -97,6 +107,7 @@ def read_table(service: "Service", name: str, offsets: EndOffsets | None) -> Tab
         latest = snapshots[-1] if snapshots else None
         by_bucket = store.live_files(latest).files_by_bucket(None)
         consumers = ConsumerManager(store).consumers()
+        reports = JobReports(store).reports()
     except Exception as e:  # noqa: BLE001 - a scrape shows the tables it can read
         log.debug("metrics: table %s not readable: %s", name, e)
         return None
@@ -114,12 +125,14 @@ def read_table(service: "Service", name: str, offsets: EndOffsets | None) -> Tab
     }
     if len(snapshots) >= 2:
         gauges["commit_interval_seconds"] = max(0, snapshots[-1].time_millis - snapshots[-2].time_millis) / 1000
+    if latest is not None and latest.commit_duration_ms is not None:
+        gauges["commit_latency_seconds"] = latest.commit_duration_ms / 1000
     end = offsets.read(name, handle.log) if offsets is not None else None
     next_id = (latest.id if latest else 0) + 1
     lag = [(c.consumer_id, max(0, next_id - c.next_snapshot_id),
             None if end is None else sum(max(0, o - c.log_offsets.get(b, 0)) for b, o in end.items()))
            for c in consumers]
-    return TableReading(gauges, end, lag)
+    return TableReading(gauges, end, lag, reports)
 
 
 class ServiceCollector(Collector):
@@ -147,6 +160,8 @@ class ServiceCollector(Collector):
         runs = CounterMetricFamily("tablestore_service_duty_runs", "Duties the service ran.", labels=["table", "duty"])
         errors = CounterMetricFamily("tablestore_service_duty_errors", "Duties that failed.",
                                      labels=["table", "duty"])
+        ingest = {key: GaugeMetricFamily(f"tablestore_ingest_{key}", doc, labels=["table", "job"])
+                  for key, doc in (*FIGURES, ("report_age_seconds", "Seconds since the ingest job's latest report."))}
         self._offsets.begin_scrape(set(names))
         for name in names:
             reading = read_table(service, name, self._offsets)
@@ -159,6 +174,12 @@ class ServiceCollector(Collector):
                     lag_snapshots.add_metric([name, consumer], snapshots)
                     if records is not None:
                         lag_records.add_metric([name, consumer], records)
+                for report in reading.reports:
+                    for key, value in report.figures.items():
+                        if key in ingest:
+                            ingest[key].add_metric([name, report.job], value)
+                    ingest["report_age_seconds"].add_metric([name, report.job],
+                                                            max(0.0, time.time() - report.update_time_ms / 1000))
             duties = held.get(name)
             lease.add_metric([name], 1 if duties is not None else 0)
             if duties is None:
@@ -169,6 +190,7 @@ class ServiceCollector(Collector):
                 runs.add_metric([name, duty], duties.runs[duty])
                 errors.add_metric([name, duty], duties.errors[duty])
         yield from gauges.values()
+        yield from ingest.values()
         yield from (end_offset, lag_snapshots, lag_records, lease, duration, runs, errors)
         total = CounterMetricFamily("tablestore_service_errors", "Errors the service recorded (duties, leases, "
                                     "discovery), since it started.")

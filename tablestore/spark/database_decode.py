@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from logstore import ROW_KIND_COLUMN
-from tablestore.spark.cdc_decode import ERROR, FIRST, META_COLUMNS, decode_sql, kept
+from tablestore.spark.cdc_decode import ERROR, FIRST, META_COLUMNS, TS, decode_sql, kept
 from tablestore.spark.cdc_formats import DecodeSpec, ident, lit
 from tablestore.spark.types import spark_type
 
@@ -63,7 +63,8 @@ def decode_tables(spark: "SparkSession", view: str, route: str, tables: Sequence
     """The records of temporary view `view` (column `route`: each record's source table) decoded into each of
     `tables` ((route, spec): the records of that route decoded by that spec), the bad-record policy of each applied
     (their format and policy are the job's: one for all). `observation` gets, per table index i, `rows_i` (the
-    changes passed on) and `bad_i` (the bad records skipped, each once).
+    changes passed on), `bad_i` (the bad records skipped, each once) and `max_ts_i` (the newest event's time, epoch
+    ms).
 
     The caller keeps `view` until the rows are written: dropping a temporary view uncaches the data cached under its
     plan (Spark's `dropTempView`), and a micro-batch's cached records uncached are fetched from Kafka again by every
@@ -86,6 +87,8 @@ def decode_tables(spark: "SparkSession", view: str, route: str, tables: Sequence
                for i in range(len(tables))]
     metrics += [F.expr(f"count(CASE WHEN {TABLE_INDEX} = {i} AND {ERROR} IS NOT NULL AND {FIRST} THEN 1 END)")
                 .alias(f"bad_{i}") for i in range(len(tables))]
+    metrics += [F.expr(f"max(CASE WHEN {TABLE_INDEX} = {i} THEN {TS} END)").alias(f"max_ts_{i}")
+                for i in range(len(tables))]
     names = f"element_at(array({', '.join(lit(spec.table) for _, spec in tables)}), {TABLE_INDEX} + 1)"
     first = tables[0][1]
     keep = kept(names, first.format, first.bad_records)

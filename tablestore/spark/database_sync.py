@@ -36,6 +36,7 @@ import catalog
 import logstore
 from catalog import INGEST_TRUNCATE
 from tablestore.cdc import FORMATS, KnownSchema, known_schema
+from tablestore.ingest_report import DATABASE_JOB, IngestReporter
 from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE
 from tablestore.spark.database_decode import decode_tables
@@ -147,6 +148,8 @@ class DatabaseIngestJob:
         self._committer = Committer(self.app_id)
         self._routes: dict[str, str] = {}
         """Per table: the route (source table) written into it."""
+        self._reporters: dict[str, IngestReporter] = {}
+        """Per table: the job's reports in it (tablestore.ingest_report)."""
 
     def table_name(self, source_table: str) -> str:
         """The table of a route, named after its table part (`database.table`: `table`)."""
@@ -309,6 +312,7 @@ class DatabaseIngestJob:
                                for i, (_, handle, _) in enumerate(tables)]:
                     future.result()
             self._phase("commit", began)
+            committed_ms = time.time() * 1000
             metrics = observation.get
             for i, (row, handle, _) in enumerate(tables):
                 self.progress.rows += int(metrics.get(f"rows_{i}") or 0)
@@ -316,6 +320,11 @@ class DatabaseIngestJob:
                     self.progress.bad_records += int(metrics.get(f"bad_{i}") or 0)
                 self.progress.tables[handle.identifier] = self.progress.tables.get(handle.identifier, 0) + int(row["n"])
                 self.progress.events += int(row["n"])
+                newest = metrics.get(f"max_ts_{i}")
+                if handle.identifier not in self._reporters:
+                    self._reporters[handle.identifier] = IngestReporter(handle.store, DATABASE_JOB)
+                self._reporters[handle.identifier].report(self.progress.tables[handle.identifier],
+                                event_to_commit_s=None if newest is None else max(0.0, (committed_ms - newest) / 1000))
             return
 
     def _phase(self, name: str, began: float) -> float:

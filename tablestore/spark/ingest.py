@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import catalog
 import logstore
 from catalog import INGEST_TRUNCATE
+from tablestore.ingest_report import INGEST_JOB, IngestReporter
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
 from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve, stop_message
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from catalog import CatalogTable
+    from filestore import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,7 @@ class IngestJob:
         """Per micro-batch committed: the Kafka offsets it read up to (per partition) and its snapshot's time (ms)."""
         self.checkpoint: str | None = None
         self.source_table: str | None = config.source_table
+        self._reporter: IngestReporter | None = None
 
     def event_latencies(self, events: list[tuple[int, int, float]]) -> list[float]:
         """For events given as (partition, offset, made at in epoch seconds): the seconds from each one's making to
@@ -253,8 +256,17 @@ class IngestJob:
     def _commit_latency(self, query: "StreamingQuery", batch: int, max_ts_ms: int | None,
                         ends: dict[int, int]) -> None:
         """The snapshot of micro-batch `batch`: counted, and how long after the batch's start (and after its newest
-        event) it was committed."""
+        event) it was committed; then the job's report in the table (tablestore.ingest_report)."""
         store = catalog.Catalog(self.config.warehouse).get_table(self.config.table).store
+        self._committed(query, batch, max_ts_ms, ends, store)
+        if self._reporter is None:
+            self._reporter = IngestReporter(store, INGEST_JOB)
+        p = self.progress
+        self._reporter.report(p.events, event_to_commit_s=p.event_to_commit_s, last_commit_s=p.last_commit_s,
+                              lag=p.lag)
+
+    def _committed(self, query: "StreamingQuery", batch: int, max_ts_ms: int | None, ends: dict[int, int],
+                   store: "FileStore") -> None:
         user = commit_user(str(query.id))
         snapshot = store.snapshots.latest()
         while snapshot is not None and snapshot.id > 0:

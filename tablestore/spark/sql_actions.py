@@ -175,6 +175,7 @@ SNAPSHOTS_COLUMNS: Columns = (
     ("snapshot_id", "BIGINT"), ("kind", "STRING"), ("commit_time", "TIMESTAMP"), ("total_record_count", "BIGINT"),
     ("delta_record_count", "BIGINT"), ("commit_user", "STRING"), ("commit_identifier", "BIGINT"),
     ("schema_id", "BIGINT"), ("log_offsets", "MAP<INT, BIGINT>"), ("delta_version", "BIGINT"),
+    ("commit_duration_ms", "BIGINT"),
 )
 FILES_COLUMNS: Columns = (
     ("partition", "STRING"), ("bucket", "INT"), ("level", "INT"), ("file_name", "STRING"), ("record_count", "BIGINT"),
@@ -226,7 +227,7 @@ def system_table(args: Mapping[str, Any]) -> dict[str, Any]:
     if name == "snapshots":
         return _result(columns, [[
             s.id, s.kind, s.time_millis, s.total_record_count, s.delta_record_count, s.commit_user,
-            s.commit_identifier, s.schema_id, dict(s.log_offsets), s.delta_version,
+            s.commit_identifier, s.schema_id, dict(s.log_offsets), s.delta_version, s.commit_duration_ms,
         ] for s in table.snapshots()])
     return _result(columns, [[
         _partition_name(f["partition"]), f["bucket"], f["level"], f["file"],  # type: ignore[arg-type]
