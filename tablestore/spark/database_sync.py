@@ -40,6 +40,7 @@ from tablestore.ingest_report import DATABASE_JOB, IngestReporter
 from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE
 from tablestore.spark.database_decode import decode_tables
+from tablestore.spark.ingest_progress import DatabaseIngestProgress
 from tablestore.spark.ingest_evolve import IngestError, decoder_error, evolve, stop_message
 from tablestore.spark.ingest_truncate import apply_truncate, barrier_of, read_barrier
 from tablestore.spark.source_options import TableRef
@@ -91,35 +92,6 @@ class DatabaseIngestConfig:
     catalog_options: Mapping[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
     poll_s: float = 1.0
-
-
-@dataclass
-class DatabaseIngestProgress:
-    """What the job reports while it runs (and its summary at the end)."""
-
-    database: str
-    batches: int = 0
-    events: int = 0
-    rows: int = 0
-    bad_records: int = 0
-    tables: dict[str, int] = field(default_factory=dict)
-    """Per table: the events written into it."""
-    created: list[str] = field(default_factory=list)
-    schema_changes: list[str] = field(default_factory=list)
-    truncates: int = 0
-    last_batch_s: float | None = None
-    phases_s: dict[str, float] = field(default_factory=dict)
-    """The driver's time in each phase of the micro-batches so far (find: the tables and samples; tables: loading
-    or creating them; plan: the decoders; write: the job writing every table's files; commit: the tables'
-    commits)."""
-    elapsed_s: float = 0.0
-    state: str = "resolve"
-
-    def line(self) -> str:
-        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
-        last = "-" if self.last_batch_s is None else f"{self.last_batch_s:.2f} s"
-        return (f"{self.database}: {self.events:,} events into {len(self.tables)} tables  micro-batches "
-                f"{self.batches}  last {last}{bad}")
 
 
 def _matches(pattern: str | None, name: str) -> bool:

@@ -53,6 +53,35 @@ class IngestProgress:
                 f"{self.elapsed_s:.1f} s: {plural(self.snapshots, 'snapshot')}{bad}")
 
 
+@dataclass
+class DatabaseIngestProgress:
+    """What the job reports while it runs (and its summary at the end)."""
+
+    database: str
+    batches: int = 0
+    events: int = 0
+    rows: int = 0
+    bad_records: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    """Per table: the events written into it."""
+    created: list[str] = field(default_factory=list)
+    schema_changes: list[str] = field(default_factory=list)
+    truncates: int = 0
+    last_batch_s: float | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """The driver's time in each phase of the micro-batches so far (find: the tables and samples; tables: loading
+    or creating them; plan: the decoders; write: the job writing every table's files; commit: the tables'
+    commits)."""
+    elapsed_s: float = 0.0
+    state: str = "resolve"
+
+    def line(self) -> str:
+        bad = f"  bad records skipped {self.bad_records:,}" if self.bad_records else ""
+        last = "-" if self.last_batch_s is None else f"{self.last_batch_s:.2f} s"
+        return (f"{self.database}: {self.events:,} events into {len(self.tables)} tables  micro-batches "
+                f"{self.batches}  last {last}{bad}")
+
+
 def plural(n: int, noun: str) -> str:
     """`1 event`, `2 events`, `1,000 events`."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
