@@ -13,6 +13,7 @@ from catalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from catalog.secrets import REDACTED, SPARK_REDACTION_REGEX, is_secret, redact_options
 from catalog.fs_options import (CATALOG_OPTION_PREFIXES, CATALOG_OPTIONS, CATALOG_OPTIONS_ENV,
                                 environment_catalog_options, is_catalog_option)
 from catalog.options import (
@@ -69,6 +70,8 @@ __all__ = [
     "ORPHAN_FILES_OLDER_THAN",
     "PARTITION_EXPIRATION_CHECK_INTERVAL",
     "PARTITION_EXPIRATION_TIME",
+    "REDACTED",
+    "SPARK_REDACTION_REGEX",
     "SESSION_PREFIX",
     "SINK_SHUFFLE_BY_BUCKET",
     "SINK_UPSERT_MATERIALIZE",
@@ -86,8 +89,10 @@ __all__ = [
     "UPSERT_MATERIALIZE_TTL",
     "environment_catalog_options",
     "is_catalog_option",
+    "is_secret",
     "parse_duration",
     "parse_identifier",
     "partition_expiry_of",
+    "redact_options",
     "validate_table_options",
 ]

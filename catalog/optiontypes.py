@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Generic, Literal, TypeVar
 
 from catalog.errors import InvalidOptionError
+from catalog.secrets import redact_value, scrub
 
 T = TypeVar("T")
 
@@ -90,15 +91,17 @@ class ConfigOption(Generic[T]):
         try:
             parsed = _PARSERS[self.type](value)
         except (ValueError, KeyError) as e:
-            raise InvalidOptionError(f"option {self.key!r}: {e}") from None
+            raise InvalidOptionError(f"option {self.key!r}: {scrub(str(e), {self.key: value})}") from None
         if self.choices and parsed not in self.choices:
             close = difflib.get_close_matches(str(parsed), self.choices, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InvalidOptionError(f"option {self.key!r}: {value!r} is not one of {', '.join(self.choices)}{hint}")
+            raise InvalidOptionError(f"option {self.key!r}: {redact_value(self.key, value)!r} is not one of "
+                                     f"{', '.join(self.choices)}{hint}")
         if isinstance(parsed, int) and not isinstance(parsed, bool) and (
             (self.min is not None and parsed < self.min) or (self.max is not None and parsed > self.max)
         ):
-            raise InvalidOptionError(f"option {self.key!r}: {value!r} is out of range; valid: {self.valid_range}")
+            raise InvalidOptionError(f"option {self.key!r}: {redact_value(self.key, value)!r} is out of range; "
+                                     f"valid: {self.valid_range}")
         return parsed  # type: ignore[return-value]
 
     def matches(self, key: str) -> bool:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
+import catalog
 import logstore
 from filestore import SchemaManager
 from tablestore.errors import TableStoreError
@@ -63,7 +64,7 @@ def schemas(handle: "CatalogTable") -> pa.Table:
         s = store.schema_of(schema_id)
         fields = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in s.arrow_schema]
         rows.append({"schema_id": s.id, "fields": json.dumps(fields), "partition_keys": list(s.partition_keys),
-                     "primary_keys": list(s.primary_keys), "options": list(dict(s.options).items()),
+                     "primary_keys": list(s.primary_keys), "options": list(catalog.redact_options(s.options).items()),
                      "comment": s.comment, "update_time": s.time_millis})
     return pa.Table.from_pylist(rows, SCHEMAS)
 

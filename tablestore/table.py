@@ -378,7 +378,7 @@ class Table(TableMaintenance):
             "primary_key": self.primary_key,
             "partition_by": self.partition_by,
             "bucket": self._store.options.bucket,
-            "options": self.options,
+            "options": _catalog.redact_options(self.options),   # catalog.secrets: shown, never a secret's value
             "log": log_detail(self._handle.log, bool(self.primary_key)),
             "latest_snapshot": None if latest is None else SnapshotInfo.of(latest).to_dict(),
             "snapshot_count": len(self.snapshots()),

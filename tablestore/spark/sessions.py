@@ -18,6 +18,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Mapping
 
+import catalog
 from tablestore.spark import logs
 from tablestore.spark.jar import jar_path
 
@@ -113,6 +114,7 @@ def session(warehouse: str | None = None, *, master: str | None = None, app_name
 
     settings.update(s3a_settings(settings, master))
     settings.setdefault(CATALOG_CONF, CATALOG_CLASS)
+    settings.setdefault("spark.redaction.regex", catalog.SPARK_REDACTION_REGEX)   # the UI, event log, SQL options
     settings[EXTENSIONS_CONF] = with_extension(settings.get(EXTENSIONS_CONF))
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
     if kafka:

@@ -169,7 +169,7 @@ def load_table(args: Mapping[str, Any]) -> dict[str, Any]:
         "schema": spark_json(schema.arrow_schema),
         "partition_keys": list(schema.partition_keys),
         "primary_key": list(schema.primary_keys),
-        "options": dict(sorted(schema.options.items())),
+        "options": dict(sorted(catalog.redact_options(schema.options).items())),   # Spark shows them: no secrets
         "comment": schema.comment,
         "bucket": handle.options.bucket,
         "bucket_key": list(schema.bucket_key_columns),   # the primary key, or the whole row (filestore/bucket.py)
