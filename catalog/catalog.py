@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -92,6 +93,12 @@ _PARTITION_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_in
                     pa.types.is_boolean)
 
 
+def _within(path: str, root: str) -> bool:
+    """Whether `path`, its symbolic links resolved, is `root` or under it (its links resolved too)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
 class Catalog:
     def __init__(self, warehouse: str, options: Mapping[str, str] | None = None) -> None:
         """`options`: catalog options (`s3.endpoint`, ...: catalog.fs_options, over those of the environment's
@@ -109,7 +116,15 @@ class Catalog:
 
     # -- databases -----------------------------------------------------------------------------
     def _db_path(self, name: str) -> str:
-        return f"{self.root}/{check_name(name, 'database')}.db"
+        return self._inside(f"{self.root}/{check_name(name, 'database')}.db", f"database {name!r}")
+
+    def _inside(self, path: str, what: str) -> str:
+        """`path`, which must not leave the warehouse through a symbolic link (a local warehouse; an object store
+        has none): else InvalidIdentifierError, so nothing is read, written or deleted through it."""
+        if self.io.object_store or not os.path.lexists(path) or _within(path, self.root):
+            return path
+        raise InvalidIdentifierError(f"{what}: {path} leads to {os.path.realpath(path)}, outside the warehouse "
+                                     f"{self.warehouse}, through a symbolic link; tablestore does not follow it")
 
     def database_path(self, name: str) -> str:
         """The directory of database `name` (its tables' directories are in it)."""
@@ -156,7 +171,7 @@ class Catalog:
 
     # -- tables --------------------------------------------------------------------------------
     def _table_path(self, database: str, table: str) -> str:
-        return f"{self._db_path(database)}/{table}"
+        return self._inside(f"{self._db_path(database)}/{table}", f"table '{database}.{table}'")
 
     def table_exists(self, identifier: str) -> bool:
         db, table = parse_identifier(identifier)

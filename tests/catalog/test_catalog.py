@@ -202,6 +202,33 @@ def test_table_identifiers_cannot_escape_the_warehouse(cat: tablestore.Catalog, 
     assert tree(tmp_path) == before
 
 
+def test_a_symbolic_link_out_of_the_warehouse_is_never_followed(tmp_path: Path) -> None:
+    """A database or table directory that is a link to a directory outside the warehouse: every operation through
+    it fails naming it, and nothing outside is read, written or deleted (dropping its database removes the link)."""
+    outside = tmp_path / "outside"
+    elsewhere = tablestore.Catalog(str(outside))
+    elsewhere.create_database("db")
+    elsewhere.create_table("db.t", SCHEMA)
+    before = tree(outside)
+    wh = tmp_path / "wh"
+    c = tablestore.Catalog(str(wh))
+    c.create_database("mine")
+    (wh / "linked.db").symlink_to(outside / "db.db")          # a database that leads outside
+    (wh / "mine.db" / "t").symlink_to(outside / "db.db" / "t")   # a table that leads outside
+    for action in (lambda: c.get_table("linked.t"), lambda: c.drop_database("linked", cascade=True),
+                   lambda: c.drop_table("linked.t"), lambda: c.create_table("linked.new", SCHEMA),
+                   lambda: c.get_table("mine.t"), lambda: c.drop_table("mine.t")):
+        with pytest.raises(InvalidIdentifierError, match="outside the warehouse"):
+            action()
+    assert tree(outside) == before
+    inside = wh / "mine.db" / "alias"   # a link that stays in the warehouse is a path like any other
+    c.create_table("mine.real", SCHEMA)
+    inside.symlink_to(wh / "mine.db" / "real")
+    assert c.get_table("mine.alias").schema.names == ["id", "dt", "v"]
+    c.drop_database("mine", cascade=True)   # removes the links themselves, never what they lead to
+    assert not (wh / "mine.db").exists() and tree(outside) == before
+
+
 # -- validation ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "message"),
