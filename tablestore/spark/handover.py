@@ -17,6 +17,7 @@ crosses in any test, from either side, is held to its one schema; otherwise it c
 the documents as they are)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -66,3 +67,20 @@ def check(name: str, document: Any) -> None:
         where = "/".join(map(str, error.absolute_path)) or "(root)"
         raise HandoverError(f"hand-over document {name} does not match handover/{name}.schema.json at {where}: "
                             f"{error.message}")
+
+
+def write_private(path: str, document: Any) -> None:
+    """Write `document` as JSON to the local file `path`, readable and writable by this user only (mode 0600,
+    whatever the umask): plan files carry the catalog's options, S3 credentials among them (docs/operations.md,
+    Secrets). Replaces a file that is there, its mode included."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(document, f)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)

@@ -111,8 +111,7 @@ def write_plan(store: "FileStore", sequences: Mapping[tuple[Partition, int], int
 
 def write_plan_file(path: str, plan: dict[str, Any]) -> None:
     handover.check("jvm-write-plan", plan)
-    with open(path, "w") as f:
-        json.dump(plan, f)
+    handover.write_private(path, plan)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from tablestore import log_publish
 from tablestore.log_publish import PublishPlan
+from tablestore.spark import handover
 from tablestore.spark.source_options import TableRef
 from tablestore.spark.pyworker import freeze_imports
 
@@ -56,10 +57,7 @@ def write_plans(path: str, ref: TableRef, plans: Sequence[PublishPlan]) -> None:
     body = {"table": {"warehouse": ref.warehouse, "identifier": ref.identifier,
                       "catalog_options": [list(kv) for kv in ref.catalog_options]},
             "plans": [p.to_dict() for p in plans], TASKS_KEY: [b for _, b in tasks(plans)]}
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(body, f)
-    os.replace(tmp, path)
+    handover.write_private(path, body)
 
 
 def read_plans(path: str) -> tuple[TableRef, list[PublishPlan]]:

@@ -45,7 +45,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -136,8 +135,7 @@ class ManagedReader(DataSourceReader):
         splits = store.new_scan().plan(snapshot, self.prune)
         if self.raw_plan is not None:
             plan, splits = raw_plan(store, self.ref, self.table_schema, splits, self.jvm_s3a)
-            with open(self.raw_plan, "w", encoding="utf-8") as out:
-                json.dump(plan, out)
+            handover.write_private(self.raw_plan, plan)
         return [SplitPartition(s) for s in splits] or [SplitPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -71,3 +72,22 @@ def test_a_malformed_service_request_gets_an_error_response() -> None:
     assert response["ok"] is False and response["error"]["type"] == "HandoverError"
     assert "service-request" in response["error"]["message"]
     json.dumps(response)
+
+
+def test_plan_files_are_readable_by_their_user_only(tmp_path: Path) -> None:
+    """Plan files carry the catalog's options, S3 credentials among them: mode 0600 whatever the umask, also when
+    a file was there with a wider mode."""
+    import os
+    import stat
+
+    path = tmp_path / "plan.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    previous = os.umask(0)
+    try:
+        handover.write_private(str(path), {"catalog_options": [["s3.secret-key", "x"]]})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text()) == {"catalog_options": [["s3.secret-key", "x"]]}
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]   # no temp file left
