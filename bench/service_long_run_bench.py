@@ -96,6 +96,19 @@ def warm_up(spark: Any, args: argparse.Namespace, bootstrap: str, work: Path) ->
     return time.monotonic() - began
 
 
+def _jvm_end() -> str:
+    """How the session's JVM ended, when it did: its exit code (0: it saw its stdin, PySpark's pipe, close) or the
+    signal that killed it."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway   # type: ignore[attr-defined]
+    proc = getattr(gateway, "proc", None)
+    code = None if proc is None else proc.poll()
+    if code is None:
+        return ""
+    return f" (the Spark JVM exited: {'signal ' + str(-code) if code < 0 else 'code ' + str(code)})"
+
+
 def run_mode(spark: Any, args: argparse.Namespace, mode: str, bootstrap: str, work: Path) -> dict[str, Any]:
     total_s = args.minutes * 60
     window_s, pause_s = total_s / 6, total_s / 3
@@ -137,7 +150,7 @@ def run_mode(spark: Any, args: argparse.Namespace, mode: str, bootstrap: str, wo
         service.sample()
         while (elapsed := time.monotonic() - t0) < total_s:
             if failure or producer.error:
-                raise SystemExit(f"[{mode}] stopped: {failure[0] if failure else producer.error}")
+                raise SystemExit(f"[{mode}] stopped: {failure[0] if failure else producer.error}{_jvm_end()}")
             for i, name in enumerate(names):
                 if name not in tables and cat.table_exists(name):
                     tables[name] = cat.get_table(name)
