@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import catalog
 from logstore import LogStoreError, topic_partitions
-from tablestore.cdc import FORMATS
+from tablestore.cdc import FORMATS, JOB_MAX_OFFSETS_PER_TRIGGER
 
 WAREHOUSE_ENV = "TABLESTORE_WAREHOUSE"
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\s*$")
@@ -84,7 +84,8 @@ def _common_arguments(p: argparse.ArgumentParser, database: bool = False) -> Non
                    help="where a new checkpoint starts reading (default: %(default)s); a checkpoint resumes")
     p.add_argument("--bad-records", choices=("fail", "skip"), default="fail",
                    help="a record that is not valid for its format: stop (default) or skip and count it")
-    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="cap one micro-batch at N records")
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", default=JOB_MAX_OFFSETS_PER_TRIGGER,
+                   help="cap one micro-batch at N records (default: %(default)s; 0: no cap)")
     p.add_argument("--table-option", action="append", metavar="K=V",
                    help="an option of the table --create creates (e.g. bucket=4); repeatable")
     p.add_argument("--kafka-option", action="append", metavar="K=V",
@@ -184,7 +185,7 @@ def run_database(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         available_now=args.available_now, trigger_interval=args.trigger_interval,
         starting_offsets=args.starting_offsets, bad_records=args.bad_records, kafka_options=kafka_options,
         table_options=table_options, catalog_options=catalog_options,
-        max_offsets_per_trigger=args.max_offsets_per_trigger)
+        max_offsets_per_trigger=args.max_offsets_per_trigger or None)
     _console_log(args)
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest-database",
                                      **conf)
@@ -240,7 +241,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         format=args.format, create=args.create, checkpoint=args.checkpoint, available_now=args.available_now,
         trigger_interval=args.trigger_interval, starting_offsets=args.starting_offsets,
         bad_records=args.bad_records, kafka_options=kafka_options, table_options=table_options,
-        catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger,
+        catalog_options=catalog_options, max_offsets_per_trigger=args.max_offsets_per_trigger or None,
         source_table=args.source_table)
     _console_log(args)
     spark = tablestore.spark.session(warehouse, master=args.master, kafka=True, app_name="tablestore-ingest",

@@ -2,6 +2,7 @@
 say about their table's schema. Decoding them happens in Spark (tablestore.spark.cdc); this package is the
 engine-free part: schemas from records and how a table must evolve to take them."""
 from tablestore.cdc.schemas import (
+    JOB_MAX_OFFSETS_PER_TRIGGER,
     FORMATS,
     KnownSchema,
     CdcSchemaError,
@@ -18,6 +19,7 @@ __all__ = [
     "CdcSchemaError",
     "Evolution",
     "FORMATS",
+    "JOB_MAX_OFFSETS_PER_TRIGGER",
     "KnownSchema",
     "RecordSchema",
     "Signature",

@@ -26,6 +26,12 @@ from tablestore.errors import TableStoreError
 
 FORMATS = ("debezium-json", "upsert-json", "canal-json", "maxwell-json")
 
+JOB_MAX_OFFSETS_PER_TRIGGER = 100_000
+"""The records one micro-batch of `tablestore ingest` and `tablestore ingest-database` reads at most, unless told
+otherwise (Spark's `maxOffsetsPerTrigger`; the CLI's `--max-offsets-per-trigger`, 0: no cap). Without a cap a job
+that fell behind (a restart after downtime, a burst) reads everything in one micro-batch: 400,000 records of four
+tables in one batch ran a 1 GB driver out of memory (Spark exit code 52) in issue 50's long run at 10,000 events/s."""
+
 
 class CdcSchemaError(TableStoreError):
     """A change record's schema cannot be used: no columns, no primary key, or a type that cannot change into the

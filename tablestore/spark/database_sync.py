@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import catalog
 import logstore
 from catalog import INGEST_TRUNCATE
-from tablestore.cdc import FORMATS, KnownSchema, known_schema
+from tablestore.cdc import FORMATS, JOB_MAX_OFFSETS_PER_TRIGGER, KnownSchema, known_schema
 from tablestore.ingest_report import DATABASE_JOB, IngestReporter
 from tablestore.spark.cdc import create_from_record, decode_spec, known_schemas, kafka_stream
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE
@@ -90,7 +90,7 @@ class DatabaseIngestConfig:
     kafka_options: Mapping[str, str] = field(default_factory=dict)
     table_options: Mapping[str, str] = field(default_factory=dict)
     catalog_options: Mapping[str, str] = field(default_factory=dict)
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = JOB_MAX_OFFSETS_PER_TRIGGER
     poll_s: float = 1.0
 
 
@@ -371,7 +371,7 @@ def ingest_database(spark: "SparkSession", database: str, topic_pattern: str, bo
                     checkpoint: str | None = None, available_now: bool = False, trigger_interval: str = "1 second",
                     starting_offsets: str = "earliest", bad_records: str = "fail",
                     kafka_options: Mapping[str, str] | None = None, table_options: Mapping[str, str] | None = None,
-                    max_offsets_per_trigger: int | None = None) -> DatabaseIngestProgress:
+                    max_offsets_per_trigger: int | None = JOB_MAX_OFFSETS_PER_TRIGGER) -> DatabaseIngestProgress:
     """Keep every table of a source database whose changes the topics matching `topic_pattern` carry in a table
     `<database>.<table_prefix><source table>` of `warehouse`, with one Spark query (see the module docstring).
     Blocks until the end of what the topics held with `available_now`, else until interrupted; the progress."""

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import catalog
 import logstore
 from catalog import INGEST_TRUNCATE
+from tablestore.cdc import JOB_MAX_OFFSETS_PER_TRIGGER
 from tablestore.ingest_report import INGEST_JOB, IngestReporter
 from tablestore.spark.cdc import decode_spec, kafka_stream, known_schemas, observed, resolve_table
 from tablestore.spark.cdc_decode import SCHEMA_CHANGE, TRUNCATE, changes
@@ -86,7 +87,7 @@ class IngestConfig:
     kafka_options: Mapping[str, str] = field(default_factory=dict)
     table_options: Mapping[str, str] = field(default_factory=dict)
     catalog_options: Mapping[str, str] = field(default_factory=dict)
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = JOB_MAX_OFFSETS_PER_TRIGGER
     poll_s: float = 1.0
     source_table: str | None = None
     """The source table whose records the topic's are (`table`, `database.table`, `database.schema.table`): others

@@ -226,3 +226,23 @@ def test_ingest_into_a_missing_table_without_create_names_it_before_spark_starts
                          "127.0.0.1:1", "--warehouse", str(tmp_path))
     assert code == 2
     assert "table 'shop.orders' does not exist" in err and "--create" in err
+
+
+def test_ingest_jobs_cap_a_micro_batch_by_default() -> None:
+    """`tablestore ingest` and `ingest-database` read at most 100,000 records per micro-batch unless told (0: no
+    cap), as their Python configs do: a job that fell behind must not read everything in one batch."""
+    import argparse
+
+    from tablestore import cli_ingest
+    from tablestore.spark.database_sync import DatabaseIngestConfig
+    from tablestore.spark.ingest import IngestConfig
+
+    for add, argv in ((cli_ingest.add_arguments, ["--topic", "t", "--bootstrap-servers", "b"]),
+                      (cli_ingest.add_database_arguments, ["db", "--topic-pattern", "x.*", "--bootstrap-servers", "b"])):
+        parser = argparse.ArgumentParser()
+        add(parser)
+        assert parser.parse_args(argv).max_offsets_per_trigger == 100_000
+        assert parser.parse_args([*argv, "--max-offsets-per-trigger", "0"]).max_offsets_per_trigger == 0
+    assert IngestConfig(table="d.t", topic="t", bootstrap_servers="b", warehouse="w").max_offsets_per_trigger == \
+        100_000 == DatabaseIngestConfig(database="d", topic_pattern="x", bootstrap_servers="b",
+                                        warehouse="w").max_offsets_per_trigger
