@@ -10,7 +10,7 @@ first does not pay the JVM's first micro-batches. Then per mode, in a warehouse 
 1. a producer thread plays the shop generator (tablestore.cdc.shop, one per table, seeds 11 + i) into the topics
    `<prefix>.public.t<i>` at --rate events/s spread over the tables; the generator's `updated_at` is the time the
    event was made, so a reader can tell how old a change is;
-2. the ingest-database job (tablestore.spark.database_sync, what `tablestore ingest-database` runs; local[2],
+2. the ingest-database job (tablestore.spark.database_sync, what `tablestore ingest-database` runs; local[2], a 2 GB driver,
    1 s trigger, tables created from their first record with bucket 2, `snapshot.num-retained.min` 5,
    `snapshot.num-retained.max` --retain, and `write-only = true` in mode service) keeps the tables;
 3. `tablestore service --warehouse W --detach` (a process of its own: its CPU and RSS are its own) in both modes:
@@ -367,7 +367,7 @@ def main() -> None:
     spark = None
     results: dict[str, Any] = {"args": vars(args), "bootstrap": bootstrap, "runs": {}, "figures": {}}
     try:
-        spark = tablestore.spark.session(str(work), master="local[2]", kafka=True)
+        spark = tablestore.spark.session(str(work), master="local[2]", kafka=True, **{"spark.driver.memory": "2g"})
         spark.sparkContext.setLogLevel("OFF")
         results["warm_up_s"] = warm_up(spark, args, bootstrap, work)
         print(f"warm-up (ingest-database of {args.tables} small tables, twice): {results['warm_up_s']:.1f} s",
